@@ -1,0 +1,61 @@
+"""Run a parametrised notebook with papermill: the command behind every notebook stage of dvc.yaml.
+
+    python -m repro.notebooks NAME [--profile P] [-p key value ...]
+
+executes `notebooks/NAME.ipynb` from the repository root with the parameters `profile` and `out_dir`
+(plus any `-p` overrides) injected after its `parameters` cell, and writes the executed copy to
+`results/<profile>/NAME/NAME.ipynb`. Tables and figures the notebook writes go to the same `out_dir`.
+The executed copy is written atomically, so a failed run leaves no half-finished notebook behind.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import yaml
+
+from repro.config import PARAMS_FILE, read_params
+from repro.io import atomic_path
+
+NOTEBOOKS_DIR = Path("notebooks")
+RESULTS_DIR = Path("results")
+
+
+def results_dir(profile: str, name: str) -> Path:
+    return RESULTS_DIR / profile / name
+
+
+def run_notebook(name: str, profile: str | None = None, parameters: dict | None = None, progress: bool = True) -> Path:
+    """Execute notebooks/<name>.ipynb for `profile` (default: the selected one); return the executed copy."""
+    import papermill
+
+    source = NOTEBOOKS_DIR / f"{name}.ipynb"
+    if not source.exists():
+        raise FileNotFoundError(f"{source}: no such notebook (run from the repository root)")
+    profile = profile or read_params(PARAMS_FILE)["profile"]
+    out_dir = results_dir(profile, name)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    params = {"profile": profile, "out_dir": str(out_dir), **(parameters or {})}
+    executed = out_dir / f"{name}.ipynb"
+    with atomic_path(executed) as tmp:
+        papermill.execute_notebook(
+            str(source), str(tmp), parameters=params, cwd=os.getcwd(), progress_bar=progress, kernel_name="python3"
+        )
+    return executed
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("name", help="notebook name without .ipynb, e.g. 00_data")
+    parser.add_argument("--profile", help=f"profile from {PARAMS_FILE} (default: its `profile` key)")
+    parser.add_argument("-p", nargs=2, action="append", default=[], metavar=("KEY", "VALUE"),
+                        help="extra notebook parameter; VALUE is parsed as YAML")
+    args = parser.parse_args(argv)
+    extra = {key: yaml.safe_load(value) for key, value in args.p}
+    print(run_notebook(args.name, args.profile, extra))
+
+
+if __name__ == "__main__":
+    main()
