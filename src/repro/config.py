@@ -39,11 +39,38 @@ class ModelsConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class RewardsConfig:
+    """Rewards, masking and advantage of §3.1-3.3 (Eqs. 4-7, 10-11); choices in docs/decisions.md."""
+
+    weights: tuple[float, ...]  # λ1 answer, λ2 length, λ3 format (Eq. 5); paper 0.8, 0.1, 0.1
+    answer_subset: tuple[str, ...]  # answer rewards averaged into R^ans: rationale / evidence / full (Table 3)
+    tau: float  # τ of Eq. 10, grid {0.1, 0.2, 0.5, 1.0}; chosen value unreported (D14)
+    gamma: float  # γ of Eq. 11, grid {0.1, 0.3, 0.5, 0.8, 1.0}; chosen value unreported (D14)
+    omega: float  # ω of Eq. 11; paper 0.9
+    eps_std: float  # ε_std of Eq. 7; paper 0.1
+    length_unit: typing.Literal["tokens", "words"]  # L_r, L_e, L_P and CR (D11)
+    mask_mode: typing.Literal["empty_tags", "drop", "placeholder"]  # what a masked span becomes (D4)
+    prefill_answer_tag: bool  # open the answer turn with "<answer>" for o_r, o_e, o_f (D5)
+
+    def __post_init__(self):
+        if len(self.weights) != 3 or any(w < 0 for w in self.weights):
+            raise ConfigError(f"rewards.weights: expected 3 non-negative numbers, got {list(self.weights)}")
+        allowed = ("rationale", "evidence", "full")
+        if not self.answer_subset or len(set(self.answer_subset)) != len(self.answer_subset) or not set(
+            self.answer_subset
+        ) <= set(allowed):
+            raise ConfigError(f"rewards.answer_subset: expected distinct names from {list(allowed)}")
+        if self.tau <= 0 or self.gamma < 0 or not 0 <= self.omega <= 1 or self.eps_std < 0:
+            raise ConfigError("rewards: need tau > 0, gamma >= 0, 0 <= omega <= 1, eps_std >= 0")
+
+
+@dataclasses.dataclass(frozen=True)
 class Profile:
     name: str
     description: str
     seed: int
     models: ModelsConfig
+    rewards: RewardsConfig
 
 
 def _is_optional(tp: Any) -> bool:
