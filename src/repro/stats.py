@@ -1,0 +1,206 @@
+"""Significance tests for comparing systems (D19), thin wrappers over scipy.stats and statsmodels.
+
+With per-item scores of two systems on the same items (the valid route):
+- `paired_bootstrap`: CI of the mean difference (scipy.stats.bootstrap, paired, BCa) and a bootstrap p-value;
+- `approximate_randomization`: paired permutation test (scipy.stats.permutation_test, permutation_type="samples");
+- `mcnemar_test`: exact McNemar on per-item EM correctness (statsmodels);
+- `holm`: Holm's step-down correction across the comparisons of one table (statsmodels);
+- `tost_equivalence`: is a reproduced mean within ±margin of a reported value (statsmodels TOST).
+
+With only the paper's reported means (one value per table cell), no per-item test is possible. What remains
+valid treats cells as paired observations: `sign_test` (exact binomial) and `wilcoxon_cells` (Wilcoxon
+signed-rank, only across cells on one scale). With n cells the smallest attainable two-sided p of the sign test
+is 2·0.5^n (`min_sign_test_p`): 5 cells can never reach 0.05. Cells of one table are not independent (same
+models, overlapping test sets), so even these p-values are optimistic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+from scipy import stats as sps
+from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.weightstats import DescrStatsW
+
+Alternative = Literal["two-sided", "greater", "less"]
+
+
+@dataclasses.dataclass(frozen=True)
+class TestResult:
+    """One test: `effect` is the observed difference (a − b, or mean − reported for TOST), `statistic` the
+    test's own statistic, `n` the number of paired observations used."""
+
+    test: str
+    effect: float
+    statistic: float
+    p_value: float
+    n: int
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+
+    def as_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+def _paired(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.ndim != 1 or x.shape != y.shape:
+        raise ValueError(f"paired scores must be 1-D and of equal length, got shapes {x.shape} and {y.shape}")
+    if x.size < 2:
+        raise ValueError(f"need at least 2 paired observations, got {x.size}")
+    if not (np.isfinite(x).all() and np.isfinite(y).all()):
+        raise ValueError("scores contain NaN or infinite values; drop those items first")
+    return x, y
+
+
+def _mean_difference(x, y, axis=-1):
+    return np.mean(x, axis=axis) - np.mean(y, axis=axis)
+
+
+def paired_bootstrap(
+    a: Sequence[float],
+    b: Sequence[float],
+    n_resamples: int = 10_000,
+    confidence_level: float = 0.95,
+    seed: int = 0,
+    method: Literal["BCa", "percentile", "basic"] = "BCa",
+) -> TestResult:
+    """Paired bootstrap over items of mean(a) − mean(b): scipy's CI, and the two-sided p-value of the
+    shifted bootstrap distribution, p = (1 + #{|δ* − δ| ≥ |δ|}) / (B + 1) (D21)."""
+    x, y = _paired(a, b)
+    effect = float(_mean_difference(x, y))
+    if np.all(x - y == x[0] - y[0]):  # every item differs by the same amount: nothing to resample
+        return TestResult("paired bootstrap", effect, effect, 1.0 if effect == 0 else 0.0, x.size, effect, effect)
+    result = sps.bootstrap(
+        (x, y), _mean_difference, paired=True, vectorized=True, n_resamples=n_resamples,
+        confidence_level=confidence_level, method=method, rng=np.random.default_rng(seed),
+    )
+    deltas = result.bootstrap_distribution
+    p_value = (1 + np.sum(np.abs(deltas - effect) >= abs(effect))) / (deltas.size + 1)
+    return TestResult(
+        "paired bootstrap", effect, effect, float(p_value), x.size,
+        float(result.confidence_interval.low), float(result.confidence_interval.high),
+    )
+
+
+def approximate_randomization(
+    a: Sequence[float], b: Sequence[float], n_resamples: int = 9_999, alternative: Alternative = "two-sided", seed: int = 0
+) -> TestResult:
+    """Approximate randomization: swap each item's two scores at random (a paired permutation test)."""
+    x, y = _paired(a, b)
+    result = sps.permutation_test(
+        (x, y), _mean_difference, permutation_type="samples", vectorized=True, n_resamples=n_resamples,
+        alternative=alternative, rng=np.random.default_rng(seed),
+    )
+    effect = float(_mean_difference(x, y))
+    return TestResult(f"approximate randomization ({alternative})", effect, float(result.statistic), float(result.pvalue), x.size)
+
+
+def mcnemar_test(correct_a: Sequence[bool], correct_b: Sequence[bool], exact: bool = True) -> TestResult:
+    """McNemar's test on per-item correctness (EM ∈ {0, 1}); exact binomial on the discordant pairs by default.
+    `effect` is the EM difference, `statistic` statsmodels' statistic (min of the discordant counts if exact)."""
+    x, y = _paired(correct_a, correct_b)
+    if not (np.isin(x, (0, 1)).all() and np.isin(y, (0, 1)).all()):
+        raise ValueError("McNemar needs binary per-item outcomes (EM of 0 or 1)")
+    x, y = x.astype(bool), y.astype(bool)
+    table = [[np.sum(x & y), np.sum(x & ~y)], [np.sum(~x & y), np.sum(~x & ~y)]]
+    result = mcnemar(table, exact=exact)
+    return TestResult("McNemar" + (" (exact)" if exact else ""), float(x.mean() - y.mean()),
+                      float(result.statistic), float(result.pvalue), x.size)
+
+
+def holm(p_values: Sequence[float], alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
+    """Holm's correction across one table's comparisons: (adjusted p-values, reject at `alpha`)."""
+    p = np.asarray(p_values, dtype=float)
+    if p.ndim != 1 or p.size == 0 or not np.all((p >= 0) & (p <= 1)):
+        raise ValueError(f"p_values must be a non-empty 1-D sequence in [0, 1], got {p_values!r}")
+    reject, adjusted, _, _ = multipletests(p, alpha=alpha, method="holm")
+    return adjusted, reject
+
+
+def tost_equivalence(scores: Sequence[float], reported: float, margin: float) -> TestResult:
+    """Two one-sided t-tests: is the mean of `scores` (per run or per item, on the reported scale) within
+    ±`margin` of the `reported` value? A small p supports equivalence; `ci_*` is the 1 − 2α = 90% CI."""
+    x = np.asarray(scores, dtype=float)
+    if x.ndim != 1 or x.size < 2 or not np.isfinite(x).all():
+        raise ValueError("scores must be at least 2 finite values")
+    if not (math.isfinite(margin) and margin > 0 and math.isfinite(reported)):
+        raise ValueError(f"need a finite reported value and a positive margin, got {reported}, {margin}")
+    described = DescrStatsW(x)
+    p_value, (t_low, _, _), (t_high, _, _) = described.ttost_mean(reported - margin, reported + margin)
+    low, high = described.tconfint_mean(alpha=0.10)
+    statistic = min(t_low, -t_high)  # the weaker of the two one-sided t statistics
+    return TestResult(f"TOST ±{margin:g}", float(x.mean() - reported), float(statistic), float(p_value), x.size,
+                      float(low), float(high))
+
+
+def _cells(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.ndim != 1 or x.shape != y.shape:
+        raise ValueError(f"cell values must be 1-D and of equal length, got shapes {x.shape} and {y.shape}")
+    keep = np.isfinite(x) & np.isfinite(y)  # cells printed as "-" for either method
+    return x[keep], y[keep]
+
+
+def sign_test(a: Sequence[float], b: Sequence[float], alternative: Alternative = "two-sided") -> TestResult:
+    """Exact sign test over paired cells (ties dropped): are the cells where a > b more than chance?
+    `statistic` is the number of wins of a, `n` the untied cells."""
+    x, y = _cells(a, b)
+    wins, losses = int(np.sum(x > y)), int(np.sum(x < y))
+    if wins + losses == 0:
+        return TestResult(f"sign test ({alternative})", 0.0, 0.0, 1.0, 0)
+    result = sps.binomtest(wins, wins + losses, 0.5, alternative=alternative)
+    return TestResult(f"sign test ({alternative})", float(np.median(x - y)), float(wins), float(result.pvalue), wins + losses)
+
+
+def wilcoxon_cells(a: Sequence[float], b: Sequence[float], alternative: Alternative = "two-sided") -> TestResult:
+    """Wilcoxon signed-rank test over paired cells measured on one scale (zero differences dropped)."""
+    x, y = _cells(a, b)
+    n = int(np.sum(x != y))
+    if n == 0:
+        return TestResult(f"Wilcoxon ({alternative})", 0.0, 0.0, 1.0, 0)
+    result = sps.wilcoxon(x, y, zero_method="wilcox", alternative=alternative)
+    return TestResult(f"Wilcoxon ({alternative})", float(np.median(x - y)), float(result.statistic), float(result.pvalue), n)
+
+
+def min_sign_test_p(n: int, alternative: Alternative = "two-sided") -> float:
+    """The smallest p-value a sign test over `n` untied cells can give (all n in one direction)."""
+    if n < 1:
+        raise ValueError(f"n must be positive, got {n}")
+    k = 0 if alternative == "less" else n
+    return float(sps.binomtest(k, n, 0.5, alternative=alternative).pvalue)
+
+
+def compare_across_cells(
+    cells: pd.DataFrame, target: str, baselines: Sequence[str] | None = None, alternative: Alternative = "two-sided",
+    alpha: float = 0.05,
+) -> pd.DataFrame:
+    """`target` against each baseline over the cells of a wide table (rows = cells, columns = methods; every
+    cell must be "higher is better"): wins/ties/losses, sign test, Wilcoxon (only when all cells share one
+    metric, i.e. one scale), both Holm-corrected across the baselines, and the smallest attainable p."""
+    if target not in cells.columns:
+        raise ValueError(f"target {target!r} is not a column; columns: {list(cells.columns)}")
+    baselines = [c for c in cells.columns if c != target] if baselines is None else list(baselines)
+    one_scale = "metric" in (cells.index.names or []) and cells.index.get_level_values("metric").nunique() == 1
+    rows = []
+    for baseline in baselines:
+        x, y = _cells(cells[target], cells[baseline])
+        sign = sign_test(x, y, alternative)
+        wilcoxon = wilcoxon_cells(x, y, alternative) if one_scale else None
+        rows.append({
+            "baseline": baseline, "n_cells": x.size, "wins": int(np.sum(x > y)), "ties": int(np.sum(x == y)),
+            "losses": int(np.sum(x < y)), "sign_p": sign.p_value,
+            "min_attainable_p": min_sign_test_p(x.size, alternative) if x.size else math.nan,
+            "wilcoxon_p": wilcoxon.p_value if wilcoxon else math.nan,
+        })
+    table = pd.DataFrame(rows)
+    table["sign_p_holm"] = holm(table["sign_p"], alpha)[0]
+    if one_scale:
+        table["wilcoxon_p_holm"] = holm(table["wilcoxon_p"], alpha)[0]
+    return table

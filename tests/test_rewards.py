@@ -1,0 +1,210 @@
+import math
+
+import numpy as np
+import pytest
+
+from repro.config import RewardsConfig
+from repro.rewards import (
+    AnswerRewards,
+    answer_rewards,
+    clipped_group_advantages,
+    evidence_length_reward,
+    final_reward,
+    format_reward,
+    rationale_length_reward,
+    score_response,
+)
+
+GOOD = "<reason>Passage 2 names the capital.</reason><extract>Paris is the capital of France.</extract><answer>Paris</answer>"
+
+
+# Eq. 10 -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("L_r", "L_e", "tau", "expected"),
+    [
+        (2, 1, 0.5, 0.8807970779778823),  # σ((2/1 − 1)/0.5) = σ(2)
+        (1, 2, 0.5, 0.11920292202211755),  # σ((1 − 2/1)/0.5) = σ(−2)
+        (7, 7, 0.1, 0.5),  # L_r = L_e
+        (3, 1, 1.0, 0.8807970779778823),  # σ(2/1)
+        (30, 20, 0.2, 0.9241418199787566),  # σ(0.5/0.2) = σ(2.5)
+        (20, 30, 1.0, 0.3775406687981454),  # σ(1 − 1.5) = σ(−0.5) = 1/(1 + e^0.5)
+    ],
+)
+def test_rationale_length_reward_hand_values(L_r, L_e, tau, expected):
+    assert rationale_length_reward(L_r, L_e, tau) == pytest.approx(expected, abs=1e-12)
+
+
+def test_rationale_length_reward_puts_tau_inside_the_sigmoid():
+    # τ outside (σ(x)/τ) would give 0.8808/0.1 = 8.8 > 1
+    assert rationale_length_reward(2, 1, 0.1) == pytest.approx(1 / (1 + math.exp(-10)))
+
+
+def test_rationale_length_reward_edges_are_finite_and_in_range():
+    assert rationale_length_reward(0, 5, 0.5) == 0.0  # empty rationale
+    assert rationale_length_reward(5, 0, 0.5) == 1.0  # empty evidence
+    assert rationale_length_reward(0, 0, 0.5) == 0.0
+    assert rationale_length_reward(1, 10**9, 0.1) == 0.0  # σ underflow, still finite
+    for L_r in (0, 1, 3, 1e6):
+        for L_e in (0, 1, 3, 1e6):
+            value = rationale_length_reward(L_r, L_e, 0.1)
+            assert math.isfinite(value) and 0.0 <= value <= 1.0
+
+
+@pytest.mark.parametrize("bad", [dict(L_r=-1, L_e=1, tau=0.5), dict(L_r=1, L_e=math.nan, tau=0.5),
+                                 dict(L_r=1, L_e=1, tau=0), dict(L_r=1, L_e=1, tau=-1)])
+def test_rationale_length_reward_rejects_bad_input(bad):
+    with pytest.raises(ValueError):
+        rationale_length_reward(**bad)
+
+
+def test_rationale_length_reward_rejects_non_numbers():
+    with pytest.raises(TypeError):
+        rationale_length_reward("2", 1, 0.5)
+
+
+# Eq. 11 -------------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    ("L_e", "L_P", "gamma", "omega", "expected"),
+    [
+        (50, 100, 0.5, 0.9, 0.7071067811865476),  # (1 − 0.5)^0.5
+        (50, 100, 1.0, 0.9, 0.5),
+        (80, 100, 0.3, 0.9, 0.6170338627200097),  # 0.2^0.3
+        (10, 100, 0.5, 0.9, 1.0),  # 1 − 0.1 = ω exactly: threshold reached
+        (5, 100, 0.1, 0.9, 1.0),  # L_e ≤ (1 − ω)·L_P
+        (30, 100, 0.8, 0.6, 1.0),  # 0.7 ≥ ω = 0.6
+        (50, 100, 0.5, 0.4, 1.0),  # 0.5 ≥ ω = 0.4
+    ],
+)
+def test_evidence_length_reward_hand_values(L_e, L_P, gamma, omega, expected):
+    assert evidence_length_reward(L_e, L_P, gamma, omega) == pytest.approx(expected, abs=1e-12)
+
+
+def test_evidence_length_reward_is_one_below_the_threshold_everywhere():
+    for L_e in np.linspace(0, 10, 21):
+        assert evidence_length_reward(L_e, 100, 0.3, 0.9) == 1.0
+
+
+def test_evidence_length_reward_edges_are_finite_and_in_range():
+    assert evidence_length_reward(0, 100, 0.5) == 1.0  # empty evidence
+    assert evidence_length_reward(100, 100, 0.5) == 0.0  # as long as the passages
+    assert evidence_length_reward(150, 100, 0.5) == 0.0  # longer: base clamped, no NaN from (−0.5)^0.5
+    assert evidence_length_reward(150, 100, 0.0) == 1.0  # γ = 0 is the constant function
+    for L_e in (0, 1, 99, 100, 101, 1e9):
+        for gamma in (0.1, 0.3, 0.5, 0.8, 1.0):
+            value = evidence_length_reward(L_e, 100, gamma)
+            assert math.isfinite(value) and 0.0 <= value <= 1.0
+
+
+@pytest.mark.parametrize("bad", [dict(L_e=1, L_P=0, gamma=0.5), dict(L_e=-1, L_P=10, gamma=0.5),
+                                 dict(L_e=1, L_P=10, gamma=-0.5), dict(L_e=1, L_P=10, gamma=0.5, omega=1.5),
+                                 dict(L_e=1, L_P=math.inf, gamma=0.5)])
+def test_evidence_length_reward_rejects_bad_input(bad):
+    with pytest.raises(ValueError):
+        evidence_length_reward(**bad)
+
+
+# format and answer rewards -----------------------------------------------------------------------------
+
+def test_format_reward():
+    assert format_reward(GOOD) == 1.0
+    assert format_reward("  <reason>r</reason>\n\n<extract>e</extract>\n<answer>a</answer>\n") == 1.0
+    assert format_reward("<reason>r</reason><extract>e</extract>") == 0.0  # no answer
+    assert format_reward("<extract>e</extract><reason>r</reason><answer>a</answer>") == 0.0  # order
+    assert format_reward("<reason>r</reason><extract> </extract><answer>a</answer>") == 0.0  # empty evidence
+    assert format_reward("Sure! <reason>r</reason><extract>e</extract><answer>a</answer>") == 0.0  # text outside
+    assert format_reward("<reason>r</reason><extract>e</extract><answer>a</answer><answer>b</answer>") == 0.0
+
+
+def test_answer_rewards_are_unigram_f1_of_each_output():
+    result = answer_rewards("Paris", "<answer>the city of Paris</answer>", "London</answer>", ["Paris"])
+    assert result == AnswerRewards(1.0, 0.5, 0.0)  # "city of paris" vs "paris": P = 1/3, R = 1
+    assert result.evidence == 0.5 and result._asdict() == {"rationale": 1.0, "evidence": 0.5, "full": 0.0}
+
+
+# Eq. 5 --------------------------------------------------------------------------------------------------
+
+def test_final_reward_hand_value():
+    # 0.8·mean(0.6, 0.3, 0.9) + 0.1·mean(0.5, 1.0) + 0.1·0 = 0.48 + 0.075
+    assert final_reward((0.6, 0.3, 0.9), (0.5, 1.0), 0.0) == pytest.approx(0.555)
+    assert final_reward(AnswerRewards(1, 1, 1), (1, 1), 1) == pytest.approx(1.0)
+    assert final_reward((0, 0, 0), (0, 0), 0) == 0.0
+
+
+def test_final_reward_answer_subset_for_the_table3_ablation():
+    answer = {"rationale": 0.6, "evidence": 0.3, "full": 0.9}
+    assert final_reward(answer, (0.5, 1.0), 0.0, answer_subset=["evidence"]) == pytest.approx(0.8 * 0.3 + 0.075)
+    assert final_reward(answer, (0.5, 1.0), 1.0, answer_subset=["evidence", "full"]) == pytest.approx(
+        0.8 * 0.6 + 0.075 + 0.1
+    )
+    assert final_reward({"evidence": 0.3}, (0.5, 1.0), 0.0, answer_subset=["evidence"]) == pytest.approx(0.315)
+
+
+def test_final_reward_custom_weights():
+    assert final_reward((1, 0, 0), (0.2, 0.4), 1, weights=(1, 0, 0)) == pytest.approx(1 / 3)
+    assert final_reward((1, 0, 0), (0.2, 0.4), 1, weights=(0, 1, 0)) == pytest.approx(0.3)
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(answer=(0.5, 0.5), length=(0.5, 0.5), format=1),
+        dict(answer=(0.5, 0.5, 1.5), length=(0.5, 0.5), format=1),
+        dict(answer=(0.5, 0.5, 0.5), length=(0.5,), format=1),
+        dict(answer=(0.5, 0.5, 0.5), length=(0.5, 0.5), format=2),
+        dict(answer=(0.5, 0.5, 0.5), length=(0.5, 0.5), format=1, answer_subset=[]),
+        dict(answer=(0.5, 0.5, 0.5), length=(0.5, 0.5), format=1, answer_subset=["answer"]),
+        dict(answer={"evidence": 0.5}, length=(0.5, 0.5), format=1),
+        dict(answer=(0.5, 0.5, 0.5), length=(0.5, 0.5), format=1, weights=(0.8, 0.2)),
+        dict(answer=(0.5, 0.5, 0.5), length=(0.5, math.nan), format=1),
+    ],
+)
+def test_final_reward_rejects_bad_input(kwargs):
+    with pytest.raises(ValueError):
+        final_reward(**kwargs)
+
+
+# Eq. 7 --------------------------------------------------------------------------------------------------
+
+def test_clipped_group_advantages_paper_example():
+    np.testing.assert_allclose(clipped_group_advantages([0.49, 0.51], 2, eps_std=0.1), [-0.1, 0.1])
+    np.testing.assert_allclose(clipped_group_advantages([0.49, 0.51], 2, eps_std=0.0), [-1.0, 1.0])
+    np.testing.assert_allclose(clipped_group_advantages([0.49, 0.51], 2, eps_std=0.001), [-1.0, 1.0])
+
+
+def test_clipped_group_advantages_uses_population_std_per_group():
+    # group 1: mean 2.5, population std sqrt(1.25); group 2: all equal -> zeros
+    expected = np.array([-1.5, -0.5, 0.5, 1.5]) / math.sqrt(1.25)
+    result = clipped_group_advantages([1, 2, 3, 4, 0.2, 0.2, 0.2, 0.2], group_size=4)
+    np.testing.assert_allclose(result, np.concatenate([expected, np.zeros(4)]))
+    np.testing.assert_allclose(clipped_group_advantages([0.3] * 3, 3, eps_std=0.0), np.zeros(3))
+
+
+@pytest.mark.parametrize("kwargs", [dict(rewards=[1, 2, 3], group_size=2), dict(rewards=[], group_size=1),
+                                    dict(rewards=[1, 2], group_size=0), dict(rewards=[1, math.nan], group_size=2),
+                                    dict(rewards=[1, 2], group_size=2, eps_std=-0.1)])
+def test_clipped_group_advantages_rejects_bad_input(kwargs):
+    with pytest.raises(ValueError):
+        clipped_group_advantages(**kwargs)
+
+
+# everything together ------------------------------------------------------------------------------------
+
+def test_score_response_in_words():
+    cfg = RewardsConfig(length_unit="words", tau=0.5, gamma=0.5)
+    result = score_response(GOOD, ("Paris", "Paris", "Lyon"), ["Paris"], passages_length=50, cfg=cfg)
+    assert (result.L_r, result.L_e) == (5, 6)  # "Passage 2 names the capital." / "Paris is the capital of France."
+    assert result.answer == AnswerRewards(1.0, 1.0, 0.0)
+    assert result.rationale_length == pytest.approx(rationale_length_reward(5, 6, 0.5))  # σ((1 − 6/5)/0.5)
+    assert result.evidence_length == pytest.approx((1 - 6 / 50) ** 0.5)
+    expected = 0.8 * 2 / 3 + 0.1 * (result.rationale_length + result.evidence_length) / 2 + 0.1
+    assert result.format == 1.0 and result.final == pytest.approx(expected)
+
+
+def test_score_response_keeps_answer_and_length_rewards_of_malformed_responses():
+    cfg = RewardsConfig(length_unit="words")
+    result = score_response("<reason>a b c</reason><extract>d</extract>", ("x", "y", "z"), "x", 10, cfg)
+    assert result.format == 0.0 and result.answer.rationale == 1.0 and result.L_e == 1
+    with pytest.raises(ValueError, match="needs a tokenizer"):
+        score_response(GOOD, ("a", "b", "c"), "a", 10, RewardsConfig(length_unit="tokens"))

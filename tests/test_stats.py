@@ -1,0 +1,129 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from repro.stats import (
+    approximate_randomization,
+    compare_across_cells,
+    holm,
+    mcnemar_test,
+    min_sign_test_p,
+    paired_bootstrap,
+    sign_test,
+    tost_equivalence,
+    wilcoxon_cells,
+)
+
+
+@pytest.fixture(scope="module")
+def scores():
+    rng = np.random.default_rng(7)
+    base = rng.random(300)
+    return base, np.clip(base - 0.15 + 0.05 * rng.standard_normal(300), 0, 1), base + 0.02 * rng.standard_normal(300)
+
+
+def test_paired_bootstrap_detects_a_clear_difference(scores):
+    a, worse, _ = scores
+    result = paired_bootstrap(a, worse, n_resamples=2000)
+    assert result.effect == pytest.approx(a.mean() - worse.mean())
+    assert 0 < result.ci_low < result.effect < result.ci_high
+    assert result.p_value < 0.001 and result.n == 300
+
+
+def test_paired_bootstrap_no_difference(scores):
+    a, _, same = scores
+    result = paired_bootstrap(a, same, n_resamples=2000)
+    assert result.ci_low < 0 < result.ci_high and result.p_value > 0.05
+
+
+def test_paired_bootstrap_constant_difference():
+    result = paired_bootstrap([1.0, 0.5, 0.0], [0.5, 0.0, -0.5])
+    assert (result.effect, result.ci_low, result.ci_high, result.p_value) == (0.5, 0.5, 0.5, 0.0)
+    assert paired_bootstrap([1, 0], [1, 0]).p_value == 1.0
+
+
+def test_approximate_randomization_exact_enumeration():
+    # 2^3 sign flips of (1, 1, 1): |mean| ≥ 1 only for all-plus and all-minus -> p = 2/8
+    result = approximate_randomization([1, 1, 1], [0, 0, 0])
+    assert result.effect == 1.0 and result.p_value == pytest.approx(0.25)
+    assert approximate_randomization([1, 1, 1], [0, 0, 0], alternative="greater").p_value == pytest.approx(1 / 8)
+
+
+def test_approximate_randomization_detects_a_clear_difference(scores):
+    a, worse, _ = scores
+    # no resample reaches the observed difference: one-sided (0 + 1)/(999 + 1), doubled for two sides
+    assert approximate_randomization(a, worse, n_resamples=999).p_value == pytest.approx(2 / 1000)
+
+
+def test_mcnemar_exact_hand_value():
+    # 5 both right, 10 only a, 0 only b, 5 both wrong: exact binomial p = 2 · 0.5^10
+    a = [1] * 5 + [1] * 10 + [0] * 5
+    b = [1] * 5 + [0] * 10 + [0] * 5
+    result = mcnemar_test(a, b)
+    assert result.p_value == pytest.approx(2 * 0.5**10)
+    assert result.effect == pytest.approx(0.5) and result.statistic == 0
+    with pytest.raises(ValueError, match="binary"):
+        mcnemar_test([0.5, 1], [1, 0])
+
+
+def test_holm_hand_values():
+    adjusted, reject = holm([0.01, 0.04, 0.03])
+    np.testing.assert_allclose(adjusted, [0.03, 0.06, 0.06])  # 3·0.01, max(2·0.03, 1·0.04) kept monotone
+    assert reject.tolist() == [True, False, False]
+    with pytest.raises(ValueError):
+        holm([1.2])
+
+
+def test_tost_hand_value():
+    # mean 2, sd 1, n 3: t = (2 − 1)/(1/√3) = √3 on 2 df -> one-sided p = 0.5 − √3/(2√5)
+    result = tost_equivalence([1, 2, 3], reported=2, margin=1)
+    assert result.p_value == pytest.approx(0.5 - np.sqrt(3) / (2 * np.sqrt(5)))
+    assert result.effect == 0 and result.n == 3
+
+
+def test_tost_equivalence_and_non_equivalence():
+    rng = np.random.default_rng(0)
+    close = 41.14 + 0.3 * rng.standard_normal(5)
+    assert tost_equivalence(close, reported=41.14, margin=1.0).p_value < 0.05
+    assert tost_equivalence(close + 3, reported=41.14, margin=1.0).p_value > 0.5
+    with pytest.raises(ValueError):
+        tost_equivalence([1.0, 2.0], reported=1.0, margin=0)
+
+
+def test_sign_test_and_its_floor():
+    assert sign_test([2] * 18, [1] * 18).p_value == pytest.approx(2 * 0.5**18)
+    assert sign_test([2] * 5, [1] * 5).p_value == pytest.approx(0.0625)  # 5 cells never reach 0.05
+    assert min_sign_test_p(5) == pytest.approx(0.0625)
+    assert min_sign_test_p(6, "greater") == pytest.approx(1 / 64)
+    result = sign_test([2, 2, 1, 0, np.nan], [1, 1, 1, 1, 3])
+    assert (result.statistic, result.n) == (2, 3)  # one tie and one missing cell dropped
+    assert result.p_value == pytest.approx(1.0)
+
+
+def test_wilcoxon_cells_exact():
+    # six positive, distinct differences: exact two-sided p = 2/2^6
+    assert wilcoxon_cells([1.1, 2.2, 3.3, 4.4, 5.5, 6.6], [1, 2, 3, 4, 5, 6]).p_value == pytest.approx(2 / 64)
+
+
+def test_compare_across_cells():
+    index = pd.MultiIndex.from_product([["1.5B", "7B"], ["NQ", "TQA", "HotpotQA"], ["EM"]],
+                                       names=["model_size", "dataset", "metric"])
+    cells = pd.DataFrame({"Ours": [5.0, 6, 7, 8, 9, 10], "A": [4.0, 5, 6, 7, 8, 9], "B": [6.0, 5, np.nan, 9, 8, 11]},
+                         index=index)
+    table = compare_across_cells(cells, "Ours").set_index("baseline")
+    assert table.loc["A", ["n_cells", "wins", "ties", "losses"]].tolist() == [6, 6, 0, 0]
+    assert table.loc["A", "sign_p"] == pytest.approx(2 / 64)
+    assert table.loc["B", ["n_cells", "wins", "losses"]].tolist() == [5, 2, 3]
+    assert table.loc["A", "sign_p_holm"] == pytest.approx(2 * 2 / 64)
+    assert not np.isnan(table.loc["A", "wilcoxon_p"])  # one metric: one scale
+    mixed = cells.rename(index={"EM": "F1"}, level="metric", errors="raise").iloc[:3]
+    assert np.isnan(compare_across_cells(pd.concat([cells.iloc[:3], mixed]), "Ours")["wilcoxon_p"]).all()
+    with pytest.raises(ValueError, match="target"):
+        compare_across_cells(cells, "C")
+
+
+def test_paired_inputs_are_validated():
+    with pytest.raises(ValueError):
+        paired_bootstrap([1, 2, 3], [1, 2])
+    with pytest.raises(ValueError):
+        approximate_randomization([1, np.nan], [1, 2])
