@@ -44,13 +44,13 @@ class RewardsConfig:
 
     weights: tuple[float, ...] = (0.8, 0.1, 0.1)  # λ1 answer, λ2 length, λ3 format (Eq. 5)
     answer_subset: tuple[str, ...] = ("rationale", "evidence", "full")  # averaged into R^ans (Table 3)
-    tau: float = 0.5  # τ of Eq. 10, grid {0.1, 0.2, 0.5, 1.0}; chosen value unreported (D14)
-    gamma: float = 0.5  # γ of Eq. 11, grid {0.1, 0.3, 0.5, 0.8, 1.0}; chosen value unreported (D14)
+    tau: float = 0.5  # τ of Eq. 10, grid {0.1, 0.2, 0.5, 1.0}; chosen value unreported (D16)
+    gamma: float = 0.5  # γ of Eq. 11, grid {0.1, 0.3, 0.5, 0.8, 1.0}; chosen value unreported (D16)
     omega: float = 0.9  # ω of Eq. 11
     eps_std: float = 0.1  # ε_std of Eq. 7
-    length_unit: typing.Literal["tokens", "words"] = "tokens"  # L_r, L_e, L_P and CR (D11)
-    mask_mode: typing.Literal["empty_tags", "drop", "placeholder"] = "empty_tags"  # a masked span (D4)
-    prefill_answer_tag: bool = True  # open the answer turn with "<answer>" for o_r, o_e, o_f (D5)
+    length_unit: typing.Literal["tokens", "words"] = "tokens"  # L_r, L_e, L_P and CR (D13)
+    mask_mode: typing.Literal["empty_tags", "drop", "placeholder"] = "empty_tags"  # a masked span (D6)
+    prefill_answer_tag: bool = True  # open the answer turn with "<answer>" for o_r, o_e, o_f (D7)
 
     def __post_init__(self):
         if len(self.weights) != 3 or any(w < 0 for w in self.weights):
@@ -70,7 +70,7 @@ class Profile:
     description: str
     seed: int
     models: ModelsConfig
-    rewards: RewardsConfig = dataclasses.field(default_factory=RewardsConfig)  # defaults = the paper + D14
+    rewards: RewardsConfig = dataclasses.field(default_factory=RewardsConfig)  # defaults = the paper + D16
 
 
 def _is_optional(tp: Any) -> bool:
