@@ -5,6 +5,7 @@ import pytest
 from repro.stats import (
     approximate_randomization,
     compare_across_cells,
+    compare_per_item,
     holm,
     mcnemar_test,
     min_sign_test_p,
@@ -118,6 +119,7 @@ def test_compare_across_cells():
     assert not np.isnan(table.loc["A", "wilcoxon_p"])  # one metric: one scale
     mixed = cells.rename(index={"EM": "F1"}, level="metric", errors="raise").iloc[:3]
     assert np.isnan(compare_across_cells(pd.concat([cells.iloc[:3], mixed]), "Ours")["wilcoxon_p"]).all()
+    assert "C" not in compare_across_cells(cells.assign(C=np.nan), "Ours")["baseline"].tolist()  # no cells
     with pytest.raises(ValueError, match="target"):
         compare_across_cells(cells, "C")
 
@@ -127,3 +129,17 @@ def test_paired_inputs_are_validated():
         paired_bootstrap([1, 2, 3], [1, 2])
     with pytest.raises(ValueError):
         approximate_randomization([1, np.nan], [1, 2])
+
+
+def test_compare_per_item_runs_every_test_and_corrects(scores):
+    a, worse, _ = scores
+    em_a, em_b = (a > 0.5).astype(float), (worse > 0.5).astype(float)
+    table = compare_per_item({"em": em_a, "f1": a}, {"em": em_b, "f1": worse, "acc": worse}, n_resamples=500)
+    assert table[["metric", "test"]].values.tolist() == [
+        ["em", "paired bootstrap"], ["em", "approximate randomization (two-sided)"], ["em", "McNemar (exact)"],
+        ["f1", "paired bootstrap"], ["f1", "approximate randomization (two-sided)"],
+    ]
+    assert table.loc[0, "effect"] == pytest.approx(em_a.mean() - em_b.mean())
+    assert (table["p_holm"] >= table["p_value"]).all() and (table["p_holm"] < 0.05).all()
+    with pytest.raises(ValueError, match="no metric in common"):
+        compare_per_item({"em": em_a}, {"f1": a})

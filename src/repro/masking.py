@@ -6,12 +6,12 @@
 
 Masking is *hard*: masked spans are taken out of the input text and each context is prefilled from scratch,
 so no hidden state has seen them. Each context is the extraction prompt (Table 14) as the user turn, followed
-by an assistant turn that already holds the (masked) response and opens the answer (D5):
+by an assistant turn that already holds the (masked) response and opens the answer (D7):
 
     user:      Table 14 with Question: q and Passages: P        (P masked for o_e)
     assistant: <reason>r</reason><extract>e</extract><answer>   (r masked for o_e, e masked for o_r)
 
-What a masked span becomes is `mask_mode` (D4): "empty_tags" removes the content and keeps its tags and the
+What a masked span becomes is `mask_mode` (D6): "empty_tags" removes the content and keeps its tags and the
 "Passages:" label (default); "drop" removes tags/label too; "placeholder" puts MASK_PLACEHOLDER in its place.
 The instruction text is never changed.
 """

@@ -3,12 +3,12 @@ ratio (Eq. 9), per item and aggregated over a corpus.
 
 EM and F1 follow the SQuAD v1.1 evaluation script: answers are normalised (lower-case, punctuation and the
 articles a/an/the removed, whitespace folded), F1 is the unigram-token F1, and both take the maximum over the
-golden answers (D8, D9). The paper's F1 sits far above its EM (NQ 1.5B Zero: EM 13.74 vs F1 53.16), which this
+golden answers (D10, D11). The paper's F1 sits far above its EM (NQ 1.5B Zero: EM 13.74 vs F1 53.16), which this
 definition does not produce on short answers; we keep SQuAD's definition and do not treat the paper's F1
-column as a target (docs/decisions.md D8, digest ambiguity 18).
+column as a target (docs/decisions.md D10, digest ambiguity 18).
 
 Lengths (for CR and the length rewards) are counted in tokens of a given tokenizer (the extractor's, by
-default) or in whitespace-separated words (D11).
+default) or in whitespace-separated words (D13).
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def _length(value, name: str) -> float:
 
 
 def compression_ratio(passage_lengths: Sequence[float], evidence_length: float, min_evidence_length: float = 1) -> float:
-    """CR (Eq. 9) = Σ_p L_p / L_e. An empty evidence counts as `min_evidence_length` units (D12), so the ratio
+    """CR (Eq. 9) = Σ_p L_p / L_e. An empty evidence counts as `min_evidence_length` units (D14), so the ratio
     stays finite; pass 0 to get the bare formula (then L_e = 0 raises)."""
     lengths = [_length(v, "passage length") for v in passage_lengths]
     if not lengths:
@@ -114,7 +114,7 @@ def compression_ratio(passage_lengths: Sequence[float], evidence_length: float, 
 
 @dataclasses.dataclass(frozen=True)
 class CorpusCompression:
-    """Both corpus aggregates of Eq. 9 (D12): the per-item mean is what "average CR" usually means; the ratio
+    """Both corpus aggregates of Eq. 9 (D14): the per-item mean is what "average CR" usually means; the ratio
     of sums weights items by their length and is not inflated by a few very short evidences."""
 
     mean_per_item: float

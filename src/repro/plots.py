@@ -39,21 +39,25 @@ def save_figure(fig: plt.Figure, out_dir: str | Path, name: str, dpi: int = 150)
 
 
 def length_reward_curves(
-    taus: Sequence[float] = rewards.TAU_GRID, gammas: Sequence[float] = rewards.GAMMA_GRID, n_points: int = 201
+    taus: Sequence[float] = rewards.TAU_GRID,
+    gammas: Sequence[float] = rewards.GAMMA_GRID,
+    x_rationale: Sequence[float] = tuple(np.linspace(-3, 3, 241)),
+    x_evidence: Sequence[float] = tuple(np.linspace(0, 1, 201)),
 ) -> pd.DataFrame:
     """Figure 7's basic functions, computed through the reward functions themselves (tidy rows: panel, x,
     parameter, value, reward). Panel (a): R_r^len against x = L_r/L_e − 1 (x ≥ 0) or 1 − L_e/L_r (x < 0),
-    i.e. σ(x/τ), for x in [−3, 3]. Panel (b): R_e^len against x = 1 − L_e/L_P in [0, 1] with ω = 1 (no
-    threshold), i.e. x^γ."""
+    i.e. σ(x/τ). Panel (b): R_e^len against x = 1 − L_e/L_P in [0, 1] with ω = 1 (no threshold), i.e. x^γ."""
+    if any(x < 0 or x > 1 for x in x_evidence):
+        raise ValueError("x_evidence = 1 − L_e/L_P must lie in [0, 1]")
     rows = []
     L_e = L_P = 1.0
     for tau in taus:
-        for x in np.linspace(-3, 3, n_points):
+        for x in x_rationale:
             L_r = L_e * (1 + x) if x >= 0 else L_e / (1 - x)  # inverts the two branches of Eq. 10
-            rows.append(("a", x, "tau", tau, rewards.rationale_length_reward(L_r, L_e, tau)))
+            rows.append(("a", float(x), "tau", tau, rewards.rationale_length_reward(L_r, L_e, tau)))
     for gamma in gammas:
-        for x in np.linspace(0, 1, n_points):
-            rows.append(("b", x, "gamma", gamma, rewards.evidence_length_reward(L_P * (1 - x), L_P, gamma, omega=1.0)))
+        for x in x_evidence:
+            rows.append(("b", float(x), "gamma", gamma, rewards.evidence_length_reward(L_P * (1 - x), L_P, gamma, 1.0)))
     return pd.DataFrame(rows, columns=["panel", "x", "parameter", "value", "reward"])
 
 
@@ -86,10 +90,10 @@ def plot_cell_comparison(table: pd.DataFrame, target: str, title: str) -> plt.Fi
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(counts) + 1.5))
     counts.plot.barh(stacked=True, ax=ax, color=sns.color_palette("RdYlGn_r", 3), width=0.7)
     for i, (_, row) in enumerate(table.iterrows()):
-        ax.text(row["n_cells"] + 0.3, i, f"p_Holm = {row['sign_p_holm']:.3g}", va="center", fontsize=8)
+        ax.text(row["n_cells"] + 0.02 * counts.sum(axis=1).max(), i, f"p_Holm = {row['sign_p_holm']:.3g}", va="center", fontsize=8)
     ax.invert_yaxis()
     ax.set(xlabel=f"cells ({target} vs baseline)", ylabel="", title=title)
     ax.set_xlim(0, counts.sum(axis=1).max() * 1.45)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 1.0 / (len(counts) + 3)), ncol=3, fontsize=8)
     fig.tight_layout()
     return fig

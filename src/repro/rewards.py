@@ -3,11 +3,11 @@
     R^final = λ1·R^ans + λ2·R^len + λ3·R^fmt                                  (Eq. 5)
     R^ans   = mean of the selected F1(a, o_*), * ∈ {r, e, f}                   (§3.2; subset: Table 3)
     R^len   = mean(R_r^len, R_e^len)
-    R_r^len = σ((L_r/L_e − 1)/τ) if L_r ≥ L_e else σ((1 − L_e/L_r)/τ)         (Eq. 10, τ inside σ: D13)
+    R_r^len = σ((L_r/L_e − 1)/τ) if L_r ≥ L_e else σ((1 − L_e/L_r)/τ)         (Eq. 10, τ inside σ: D15)
     R_e^len = 1 if 1 − L_e/L_P ≥ ω else (1 − L_e/L_P)^γ                       (Eq. 11)
     Ã_i     = (R_i − mean(R)) / max(std(R), ε_std), population std per group   (Eq. 7)
 
-Every reward is finite and in [0, 1] for every non-negative length (edge cases: D15). The paper states
+Every reward is finite and in [0, 1] for every non-negative length (edge cases: D17). The paper states
 (0, 1] for the length rewards; the open lower end cannot hold in floating point (σ underflows to 0 for
 very short rationales), nor at the limits L_r = 0 and L_e ≥ L_P that the formulas reach.
 """
@@ -56,7 +56,7 @@ def _unit_interval(value: float, name: str) -> float:
 
 def rationale_length_reward(L_r: float, L_e: float, tau: float) -> float:
     """R_r^len (Eq. 10), τ inside the sigmoid; 0.5 at L_r = L_e, → 1 for rationales much longer than the
-    evidence. Edges (D15): L_r = 0 gives 0.0 (an empty rationale identifies no clue; the limit L_r → 0);
+    evidence. Edges (D17): L_r = 0 gives 0.0 (an empty rationale identifies no clue; the limit L_r → 0);
     L_e = 0 < L_r gives 1.0 (the limit L_e → 0)."""
     L_r, L_e = _length(L_r, "L_r"), _length(L_e, "L_e")
     if _number(tau, "tau") <= 0:
@@ -71,7 +71,7 @@ def rationale_length_reward(L_r: float, L_e: float, tau: float) -> float:
 
 def evidence_length_reward(L_e: float, L_P: float, gamma: float, omega: float = OMEGA) -> float:
     """R_e^len (Eq. 11): 1.0 once the evidence is at most (1 − ω)·L_P long, else (1 − L_e/L_P)^γ. Evidence
-    longer than the passages clamps the base to 0 (D15), so a fractional γ never meets a negative base."""
+    longer than the passages clamps the base to 0 (D17), so a fractional γ never meets a negative base."""
     L_e, L_P = _length(L_e, "L_e"), _length(L_P, "L_P")
     if L_P == 0:
         raise ValueError("L_P is 0: the evidence length reward needs non-empty passages")
@@ -86,7 +86,7 @@ def evidence_length_reward(L_e: float, L_P: float, gamma: float, omega: float = 
 
 def format_reward(response: str) -> float:
     """R^fmt: 1.0 iff the response is exactly <reason>…</reason><extract>…</extract><answer>…</answer>
-    (the strict check of repro.tags, D16), else 0.0."""
+    (the strict check of repro.tags, D18), else 0.0."""
     return float(tags.is_well_formatted(response))
 
 
@@ -100,7 +100,7 @@ class AnswerRewards(NamedTuple):
 
 def answer_rewards(o_r: str, o_e: str, o_f: str, golden_answers: str | Sequence[str]) -> AnswerRewards:
     """R_*^ans = F1(a, o_*) for * ∈ {r, e, f} (§3.2). Each output is read leniently with
-    repro.tags.extract_answer, so "Paris", "<answer>Paris</answer>" and "Paris</answer>" score alike (D7)."""
+    repro.tags.extract_answer, so "Paris", "<answer>Paris</answer>" and "Paris</answer>" score alike (D9)."""
     return AnswerRewards(*(metrics.f1(tags.extract_answer(o), golden_answers) for o in (o_r, o_e, o_f)))
 
 
@@ -127,7 +127,7 @@ def final_reward(
     """R^final (Eq. 5) = λ1·mean(answer rewards in `answer_subset`) + λ2·mean(R_r^len, R_e^len) + λ3·R^fmt.
 
     `answer` is (R_r, R_e, R_f) or a mapping from "rationale"/"evidence"/"full" (it must hold every key in
-    `answer_subset`); `length` is (R_r^len, R_e^len). The Table 3 ablation selects subsets (D17)."""
+    `answer_subset`); `length` is (R_r^len, R_e^len). The Table 3 ablation selects subsets (D19)."""
     if not answer_subset:
         raise ValueError("answer_subset is empty")
     unknown = sorted(set(answer_subset) - set(ANSWER_KEYS))
@@ -194,7 +194,7 @@ def score_response(
     """All rewards of one sampled response. `response` is the policy's <reason>…<extract>…<answer>… text,
     `outputs` the answers (o_r, o_e, o_f) generated from the three contexts of repro.masking, and
     `passages_length` L_P in `cfg.length_unit`. The rationale and evidence are read leniently, so a
-    malformed response still gets its answer and length rewards; only R^fmt drops to 0 (D16)."""
+    malformed response still gets its answer and length rewards; only R^fmt drops to 0 (D18)."""
     if len(outputs) != 3:
         raise ValueError(f"expected the outputs (o_r, o_e, o_f), got {len(outputs)}")
     L_r = metrics.text_length(tags.extract_rationale(response), cfg.length_unit, tokenizer)

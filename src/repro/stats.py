@@ -1,4 +1,4 @@
-"""Significance tests for comparing systems (D19), thin wrappers over scipy.stats and statsmodels.
+"""Significance tests for comparing systems (D21), thin wrappers over scipy.stats and statsmodels.
 
 With per-item scores of two systems on the same items (the valid route):
 - `paired_bootstrap`: CI of the mean difference (scipy.stats.bootstrap, paired, BCa) and a bootstrap p-value;
@@ -72,7 +72,7 @@ def paired_bootstrap(
     method: Literal["BCa", "percentile", "basic"] = "BCa",
 ) -> TestResult:
     """Paired bootstrap over items of mean(a) − mean(b): scipy's CI, and the two-sided p-value of the
-    shifted bootstrap distribution, p = (1 + #{|δ* − δ| ≥ |δ|}) / (B + 1) (D21)."""
+    shifted bootstrap distribution, p = (1 + #{|δ* − δ| ≥ |δ|}) / (B + 1) (D22)."""
     x, y = _paired(a, b)
     effect = float(_mean_difference(x, y))
     if np.all(x - y == x[0] - y[0]):  # every item differs by the same amount: nothing to resample
@@ -177,13 +177,35 @@ def min_sign_test_p(n: int, alternative: Alternative = "two-sided") -> float:
     return float(sps.binomtest(k, n, 0.5, alternative=alternative).pvalue)
 
 
+def compare_per_item(
+    scores_a: dict[str, Sequence[float]], scores_b: dict[str, Sequence[float]], n_resamples: int = 10_000, seed: int = 0
+) -> pd.DataFrame:
+    """System a against system b on the same items, for every metric both score dicts hold (e.g. the
+    {"em": …, "f1": …} of repro.metrics.per_item_qa_scores): paired bootstrap and approximate randomization,
+    plus exact McNemar for "em"; Holm-corrected across all rows."""
+    metrics = [m for m in scores_a if m in scores_b]
+    if not metrics:
+        raise ValueError(f"no metric in common: {sorted(scores_a)} vs {sorted(scores_b)}")
+    results = []
+    for metric in metrics:
+        a, b = scores_a[metric], scores_b[metric]
+        tests = [paired_bootstrap(a, b, n_resamples, seed=seed), approximate_randomization(a, b, n_resamples - 1, seed=seed)]
+        if metric == "em":
+            tests.append(mcnemar_test(a, b))
+        results += [{"metric": metric, **t.as_dict()} for t in tests]
+    table = pd.DataFrame(results)
+    table["p_holm"] = holm(table["p_value"])[0]
+    return table
+
+
 def compare_across_cells(
     cells: pd.DataFrame, target: str, baselines: Sequence[str] | None = None, alternative: Alternative = "two-sided",
     alpha: float = 0.05,
 ) -> pd.DataFrame:
     """`target` against each baseline over the cells of a wide table (rows = cells, columns = methods; every
     cell must be "higher is better"): wins/ties/losses, sign test, Wilcoxon (only when all cells share one
-    metric, i.e. one scale), both Holm-corrected across the baselines, and the smallest attainable p."""
+    metric, i.e. one scale), both Holm-corrected across the baselines, and the smallest attainable p.
+    Baselines with no value in any cell are left out."""
     if target not in cells.columns:
         raise ValueError(f"target {target!r} is not a column; columns: {list(cells.columns)}")
     baselines = [c for c in cells.columns if c != target] if baselines is None else list(baselines)
@@ -191,12 +213,14 @@ def compare_across_cells(
     rows = []
     for baseline in baselines:
         x, y = _cells(cells[target], cells[baseline])
+        if x.size == 0:  # the baseline has no value in any of these cells (e.g. Zero has no CR)
+            continue
         sign = sign_test(x, y, alternative)
         wilcoxon = wilcoxon_cells(x, y, alternative) if one_scale else None
         rows.append({
             "baseline": baseline, "n_cells": x.size, "wins": int(np.sum(x > y)), "ties": int(np.sum(x == y)),
             "losses": int(np.sum(x < y)), "sign_p": sign.p_value,
-            "min_attainable_p": min_sign_test_p(x.size, alternative) if x.size else math.nan,
+            "min_attainable_p": min_sign_test_p(x.size, alternative),
             "wilcoxon_p": wilcoxon.p_value if wilcoxon else math.nan,
         })
     table = pd.DataFrame(rows)

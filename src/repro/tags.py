@@ -1,11 +1,11 @@
 """The response format `<reason>r</reason><extract>e</extract><answer>o</answer>` (§3.1-3.2).
 
 Two readers, on purpose different:
-- `is_well_formatted` is the strict check behind the format reward R^fmt (D16): exactly one of each tag pair,
+- `is_well_formatted` is the strict check behind the format reward R^fmt (D18): exactly one of each tag pair,
   in that order, non-empty contents, and nothing but whitespace outside the tags.
 - `parse_response`, `extract_rationale`, `extract_evidence` and `extract_answer` are lenient readers for
   evaluation and for the other rewards: at inference generation stops at `</extract>` (which the engine
-  may or may not return), and a malformed response must still yield the best available text (D7).
+  may or may not return), and a malformed response must still yield the best available text (D9).
 """
 
 from __future__ import annotations
