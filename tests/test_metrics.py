@@ -64,6 +64,7 @@ def test_metrics_reject_bad_input(call):
 def test_compression_ratio_eq9():
     assert compression_ratio([100] * 5, 13) == pytest.approx(500 / 13)
     assert compression_ratio([120, 80], 200) == 1.0
+    assert compression_ratio(500, 13) == pytest.approx(500 / 13)  # the summed passage length
     assert compression_ratio([100] * 5, 0) == 500.0  # empty evidence counts as one unit (D12)
     with pytest.raises(ValueError, match="undefined"):
         compression_ratio([100], 0, min_evidence_length=0)

@@ -121,6 +121,9 @@ def test_answer_rewards_are_unigram_f1_of_each_output():
     result = answer_rewards("Paris", "<answer>the city of Paris</answer>", "London</answer>", ["Paris"])
     assert result == AnswerRewards(1.0, 0.5, 0.0)  # "city of paris" vs "paris": P = 1/3, R = 1
     assert result.evidence == 0.5 and result._asdict() == {"rationale": 1.0, "evidence": 0.5, "full": 0.0}
+    assert (result["e"], result["o_r"], result["full"], result[2]) == (0.5, 1.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="unknown answer-reward name"):
+        result["answer"]
 
 
 # Eq. 5 --------------------------------------------------------------------------------------------------
@@ -139,6 +142,9 @@ def test_final_reward_answer_subset_for_the_table3_ablation():
         0.8 * 0.6 + 0.075 + 0.1
     )
     assert final_reward({"evidence": 0.3}, (0.5, 1.0), 0.0, answer_subset=["evidence"]) == pytest.approx(0.315)
+    aliased = final_reward(answer_rewards={"r": 0.6, "e": 0.3, "f": 0.9}, length_rewards=(0.5, 1.0), format_reward=0.0,
+                           answer_subset=("o_e",))
+    assert aliased == pytest.approx(0.315)
 
 
 def test_final_reward_custom_weights():
@@ -149,15 +155,15 @@ def test_final_reward_custom_weights():
 @pytest.mark.parametrize(
     "kwargs",
     [
-        dict(answer=(0.5, 0.5), length=(0.5, 0.5), format=1),
-        dict(answer=(0.5, 0.5, 1.5), length=(0.5, 0.5), format=1),
-        dict(answer=(0.5, 0.5, 0.5), length=(0.5,), format=1),
-        dict(answer=(0.5, 0.5, 0.5), length=(0.5, 0.5), format=2),
-        dict(answer=(0.5, 0.5, 0.5), length=(0.5, 0.5), format=1, answer_subset=[]),
-        dict(answer=(0.5, 0.5, 0.5), length=(0.5, 0.5), format=1, answer_subset=["answer"]),
-        dict(answer={"evidence": 0.5}, length=(0.5, 0.5), format=1),
-        dict(answer=(0.5, 0.5, 0.5), length=(0.5, 0.5), format=1, weights=(0.8, 0.2)),
-        dict(answer=(0.5, 0.5, 0.5), length=(0.5, math.nan), format=1),
+        dict(answer_rewards=(0.5, 0.5), length_rewards=(0.5, 0.5), format_reward=1),
+        dict(answer_rewards=(0.5, 0.5, 1.5), length_rewards=(0.5, 0.5), format_reward=1),
+        dict(answer_rewards=(0.5, 0.5, 0.5), length_rewards=(0.5,), format_reward=1),
+        dict(answer_rewards=(0.5, 0.5, 0.5), length_rewards=(0.5, 0.5), format_reward=2),
+        dict(answer_rewards=(0.5, 0.5, 0.5), length_rewards=(0.5, 0.5), format_reward=1, answer_subset=[]),
+        dict(answer_rewards=(0.5, 0.5, 0.5), length_rewards=(0.5, 0.5), format_reward=1, answer_subset=["answer"]),
+        dict(answer_rewards={"evidence": 0.5}, length_rewards=(0.5, 0.5), format_reward=1),
+        dict(answer_rewards=(0.5, 0.5, 0.5), length_rewards=(0.5, 0.5), format_reward=1, weights=(0.8, 0.2)),
+        dict(answer_rewards=(0.5, 0.5, 0.5), length_rewards=(0.5, math.nan), format_reward=1),
     ],
 )
 def test_final_reward_rejects_bad_input(kwargs):
@@ -179,6 +185,8 @@ def test_clipped_group_advantages_uses_population_std_per_group():
     result = clipped_group_advantages([1, 2, 3, 4, 0.2, 0.2, 0.2, 0.2], group_size=4)
     np.testing.assert_allclose(result, np.concatenate([expected, np.zeros(4)]))
     np.testing.assert_allclose(clipped_group_advantages([0.3] * 3, 3, eps_std=0.0), np.zeros(3))
+    grouped = clipped_group_advantages([[1, 2, 3, 4], [0.2, 0.2, 0.2, 0.2]], group_size=4)
+    np.testing.assert_allclose(grouped, np.stack([expected, np.zeros(4)]))  # one group per row, shape kept
 
 
 @pytest.mark.parametrize("kwargs", [dict(rewards=[1, 2, 3], group_size=2), dict(rewards=[], group_size=1),

@@ -14,6 +14,7 @@ default) or in whitespace-separated words (D13).
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import re
 import string
 from collections import Counter
@@ -93,16 +94,21 @@ def text_length(text: str, unit: LengthUnit = "tokens", tokenizer=None) -> int:
 
 
 def _length(value, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number, got {type(value).__name__}")
     if not np.isfinite(value) or value < 0:
         raise ValueError(f"{name} must be a finite non-negative length, got {value}")
     return float(value)
 
 
-def compression_ratio(passage_lengths: Sequence[float], evidence_length: float, min_evidence_length: float = 1) -> float:
-    """CR (Eq. 9) = Σ_p L_p / L_e. An empty evidence counts as `min_evidence_length` units (D14), so the ratio
-    stays finite; pass 0 to get the bare formula (then L_e = 0 raises)."""
+def compression_ratio(
+    passage_lengths: Sequence[float] | float, evidence_length: float, min_evidence_length: float = 1
+) -> float:
+    """CR (Eq. 9) = Σ_p L_p / L_e; `passage_lengths` are the L_p of the retrieved passages (or their sum).
+    An empty evidence counts as `min_evidence_length` units (D14), so the ratio stays finite; pass 0 to get
+    the bare formula (then L_e = 0 raises)."""
+    if isinstance(passage_lengths, numbers.Real):
+        passage_lengths = [passage_lengths]
     lengths = [_length(v, "passage length") for v in passage_lengths]
     if not lengths:
         raise ValueError("passage_lengths is empty")
@@ -142,7 +148,9 @@ def corpus_compression_ratio(
     )
 
 
-def per_item_qa_scores(predictions: Sequence[str], golden_answers: Sequence[str | Sequence[str]]) -> dict[str, np.ndarray]:
+def per_item_qa_scores(
+    predictions: Sequence[str], golden_answers: Sequence[str | Sequence[str]]
+) -> dict[str, np.ndarray]:
     """Per-item EM and F1 arrays (in [0, 1]), the input of the paired tests in repro.stats."""
     if len(predictions) != len(golden_answers):
         raise ValueError(f"{len(predictions)} predictions but {len(golden_answers)} golden-answer lists")

@@ -32,7 +32,6 @@ TABLE_FILES = {
     9: "table09_2wikiqa.csv",
     10: "table10_musique.csv",
 }
-HIGHER_IS_BETTER = {"EM": True, "F1": True, "AR": True, "CR": True, "latency_s_per_query": False, "avg_searches": False}
 
 
 def _read_table(table: int, paper_dir: Path) -> pd.DataFrame:

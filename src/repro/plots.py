@@ -90,7 +90,8 @@ def plot_cell_comparison(table: pd.DataFrame, target: str, title: str) -> plt.Fi
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(counts) + 1.5))
     counts.plot.barh(stacked=True, ax=ax, color=sns.color_palette("RdYlGn_r", 3), width=0.7)
     for i, (_, row) in enumerate(table.iterrows()):
-        ax.text(row["n_cells"] + 0.02 * counts.sum(axis=1).max(), i, f"p_Holm = {row['sign_p_holm']:.3g}", va="center", fontsize=8)
+        label = f"p_Holm = {row['sign_p_holm']:.3g}"
+        ax.text(row["n_cells"] + 0.02 * counts.sum(axis=1).max(), i, label, va="center", fontsize=8)
     ax.invert_yaxis()
     ax.set(xlabel=f"cells ({target} vs baseline)", ylabel="", title=title)
     ax.set_xlim(0, counts.sum(axis=1).max() * 1.45)

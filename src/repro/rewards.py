@@ -27,6 +27,7 @@ from repro import metrics, tags
 from repro.config import RewardsConfig
 
 ANSWER_KEYS = ("rationale", "evidence", "full")  # o_r, o_e, o_f of Eq. 4
+ANSWER_ALIASES = {"r": "rationale", "o_r": "rationale", "e": "evidence", "o_e": "evidence", "f": "full", "o_f": "full"}
 DEFAULT_WEIGHTS = (0.8, 0.1, 0.1)  # λ1, λ2, λ3 (App. A.2)
 OMEGA = 0.9  # ω (App. A.2)
 EPS_STD = 0.1  # ε_std (App. A.2)
@@ -91,11 +92,15 @@ def format_reward(response: str) -> float:
 
 
 class AnswerRewards(NamedTuple):
-    """(R_r^ans, R_e^ans, R_f^ans): F1 of the answers generated from the three contexts of Eq. 4."""
+    """(R_r^ans, R_e^ans, R_f^ans): F1 of the answers generated from the three contexts of Eq. 4.
+    Indexable by position, by field name, or by the aliases of ANSWER_ALIASES ("r", "o_e", …)."""
 
     rationale: float
     evidence: float
     full: float
+
+    def __getitem__(self, key):
+        return getattr(self, _answer_key(key)) if isinstance(key, str) else tuple.__getitem__(self, key)
 
 
 def answer_rewards(o_r: str, o_e: str, o_f: str, golden_answers: str | Sequence[str]) -> AnswerRewards:
@@ -104,12 +109,17 @@ def answer_rewards(o_r: str, o_e: str, o_f: str, golden_answers: str | Sequence[
     return AnswerRewards(*(metrics.f1(tags.extract_answer(o), golden_answers) for o in (o_r, o_e, o_f)))
 
 
+def _answer_key(key: str) -> str:
+    name = ANSWER_ALIASES.get(key, key)
+    if name not in ANSWER_KEYS:
+        allowed = list(ANSWER_KEYS) + list(ANSWER_ALIASES)
+        raise ValueError(f"unknown answer-reward name {key!r}; allowed: {allowed}")
+    return name
+
+
 def _answer_values(answer: AnswerRewards | Sequence[float] | Mapping[str, float]) -> dict[str, float]:
     if isinstance(answer, Mapping):
-        unknown = sorted(set(answer) - set(ANSWER_KEYS))
-        if unknown:
-            raise ValueError(f"unknown answer-reward key(s) {unknown}; allowed: {list(ANSWER_KEYS)}")
-        values = dict(answer)
+        values = {_answer_key(k): v for k, v in answer.items()}
     else:
         if len(answer) != 3:
             raise ValueError(f"expected 3 answer rewards (o_r, o_e, o_f), got {len(answer)}")
@@ -118,42 +128,45 @@ def _answer_values(answer: AnswerRewards | Sequence[float] | Mapping[str, float]
 
 
 def final_reward(
-    answer: AnswerRewards | Sequence[float] | Mapping[str, float],
-    length: Sequence[float],
-    format: float,
+    answer_rewards: AnswerRewards | Sequence[float] | Mapping[str, float],
+    length_rewards: Sequence[float],
+    format_reward: float,
     weights: Sequence[float] = DEFAULT_WEIGHTS,
     answer_subset: Sequence[str] = ANSWER_KEYS,
 ) -> float:
     """R^final (Eq. 5) = λ1·mean(answer rewards in `answer_subset`) + λ2·mean(R_r^len, R_e^len) + λ3·R^fmt.
 
-    `answer` is (R_r, R_e, R_f) or a mapping from "rationale"/"evidence"/"full" (it must hold every key in
-    `answer_subset`); `length` is (R_r^len, R_e^len). The Table 3 ablation selects subsets (D19)."""
-    if not answer_subset:
-        raise ValueError("answer_subset is empty")
-    unknown = sorted(set(answer_subset) - set(ANSWER_KEYS))
-    if unknown or len(set(answer_subset)) != len(answer_subset):
-        raise ValueError(f"answer_subset must be distinct names from {list(ANSWER_KEYS)}, got {list(answer_subset)}")
-    values = _answer_values(answer)
-    missing = [k for k in answer_subset if k not in values]
+    `answer_rewards` is (R_r, R_e, R_f) or a mapping from "rationale"/"evidence"/"full" (or the aliases
+    "r"/"e"/"f", "o_r"/"o_e"/"o_f"), holding at least the names in `answer_subset`; `length_rewards` is
+    (R_r^len, R_e^len). The Table 3 ablation selects subsets (D19)."""
+    subset = [_answer_key(k) for k in ([answer_subset] if isinstance(answer_subset, str) else answer_subset)]
+    if not subset or len(set(subset)) != len(subset):
+        raise ValueError(f"answer_subset must be distinct names from {list(ANSWER_KEYS)}, got {answer_subset!r}")
+    values = _answer_values(answer_rewards)
+    missing = [k for k in subset if k not in values]
     if missing:
         raise ValueError(f"answer rewards missing for {missing}")
-    if len(length) != 2:
-        raise ValueError(f"expected 2 length rewards (R_r^len, R_e^len), got {len(length)}")
+    if len(length_rewards) != 2:
+        raise ValueError(f"expected 2 length rewards (R_r^len, R_e^len), got {len(length_rewards)}")
     if len(weights) != 3 or any(_number(w, "weight") < 0 for w in weights):
         raise ValueError(f"weights must be 3 non-negative numbers (λ1, λ2, λ3), got {list(weights)}")
-    r_ans = float(np.mean([values[k] for k in answer_subset]))
-    r_len = float(np.mean([_unit_interval(v, "length reward") for v in length]))
-    r_fmt = _unit_interval(format, "format reward")
+    r_ans = float(np.mean([values[k] for k in subset]))
+    r_len = float(np.mean([_unit_interval(v, "length reward") for v in length_rewards]))
+    r_fmt = _unit_interval(format_reward, "format reward")
     return weights[0] * r_ans + weights[1] * r_len + weights[2] * r_fmt
 
 
 def clipped_group_advantages(rewards: Sequence[float], group_size: int, eps_std: float = EPS_STD) -> np.ndarray:
     """Ã (Eq. 7) for rewards laid out group by group (G consecutive responses per question, as TRL orders
-    them): (R_i − mean) / max(std, ε_std) with the population std of each group (the paper's example
-    {0.49, 0.51} has std 0.01). A group whose rewards are all equal gets zero advantages, also for ε_std = 0."""
+    them; or a 2-D array with one group per row): (R_i − mean) / max(std, ε_std) with the population std of
+    each group (the paper's example {0.49, 0.51} has std 0.01). A group whose rewards are all equal gets zero
+    advantages, also for ε_std = 0. The result has the shape of `rewards`."""
     values = np.asarray(rewards, dtype=np.float64)
+    shape = values.shape
+    if values.ndim == 2 and shape[1] == group_size:
+        values = values.reshape(-1)
     if values.ndim != 1 or values.size == 0:
-        raise ValueError(f"rewards must be a non-empty 1-D sequence, got shape {values.shape}")
+        raise ValueError(f"rewards must be a non-empty 1-D sequence (or groups × {group_size}), got shape {shape}")
     if not np.all(np.isfinite(values)):
         raise ValueError("rewards contain NaN or infinite values")
     if isinstance(group_size, bool) or not isinstance(group_size, (int, np.integer)) or group_size < 1:
@@ -166,7 +179,7 @@ def clipped_group_advantages(rewards: Sequence[float], group_size: int, eps_std:
     centred = groups - groups.mean(axis=1, keepdims=True)
     scale = np.maximum(groups.std(axis=1, ddof=0, keepdims=True), eps_std)
     safe_scale = np.where(scale > 0, scale, 1.0)  # scale is 0 only when every centred value is 0
-    return (centred / safe_scale).reshape(-1)
+    return (centred / safe_scale).reshape(shape)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -32,7 +32,7 @@ Alternative = Literal["two-sided", "greater", "less"]
 
 
 @dataclasses.dataclass(frozen=True)
-class TestResult:
+class SignificanceResult:
     """One test: `effect` is the observed difference (a − b, or mean − reported for TOST), `statistic` the
     test's own statistic, `n` the number of paired observations used."""
 
@@ -70,28 +70,33 @@ def paired_bootstrap(
     confidence_level: float = 0.95,
     seed: int = 0,
     method: Literal["BCa", "percentile", "basic"] = "BCa",
-) -> TestResult:
+) -> SignificanceResult:
     """Paired bootstrap over items of mean(a) − mean(b): scipy's CI, and the two-sided p-value of the
     shifted bootstrap distribution, p = (1 + #{|δ* − δ| ≥ |δ|}) / (B + 1) (D22)."""
     x, y = _paired(a, b)
     effect = float(_mean_difference(x, y))
     if np.all(x - y == x[0] - y[0]):  # every item differs by the same amount: nothing to resample
-        return TestResult("paired bootstrap", effect, effect, 1.0 if effect == 0 else 0.0, x.size, effect, effect)
+        p_value = 1.0 if effect == 0 else 0.0
+        return SignificanceResult("paired bootstrap", effect, effect, p_value, x.size, effect, effect)
     result = sps.bootstrap(
         (x, y), _mean_difference, paired=True, vectorized=True, n_resamples=n_resamples,
         confidence_level=confidence_level, method=method, rng=np.random.default_rng(seed),
     )
     deltas = result.bootstrap_distribution
     p_value = (1 + np.sum(np.abs(deltas - effect) >= abs(effect))) / (deltas.size + 1)
-    return TestResult(
+    return SignificanceResult(
         "paired bootstrap", effect, effect, float(p_value), x.size,
         float(result.confidence_interval.low), float(result.confidence_interval.high),
     )
 
 
 def approximate_randomization(
-    a: Sequence[float], b: Sequence[float], n_resamples: int = 9_999, alternative: Alternative = "two-sided", seed: int = 0
-) -> TestResult:
+    a: Sequence[float],
+    b: Sequence[float],
+    n_resamples: int = 9_999,
+    alternative: Alternative = "two-sided",
+    seed: int = 0,
+) -> SignificanceResult:
     """Approximate randomization: swap each item's two scores at random (a paired permutation test)."""
     x, y = _paired(a, b)
     result = sps.permutation_test(
@@ -99,10 +104,11 @@ def approximate_randomization(
         alternative=alternative, rng=np.random.default_rng(seed),
     )
     effect = float(_mean_difference(x, y))
-    return TestResult(f"approximate randomization ({alternative})", effect, float(result.statistic), float(result.pvalue), x.size)
+    name = f"approximate randomization ({alternative})"
+    return SignificanceResult(name, effect, float(result.statistic), float(result.pvalue), x.size)
 
 
-def mcnemar_test(correct_a: Sequence[bool], correct_b: Sequence[bool], exact: bool = True) -> TestResult:
+def mcnemar_test(correct_a: Sequence[bool], correct_b: Sequence[bool], exact: bool = True) -> SignificanceResult:
     """McNemar's test on per-item correctness (EM ∈ {0, 1}); exact binomial on the discordant pairs by default.
     `effect` is the EM difference, `statistic` statsmodels' statistic (min of the discordant counts if exact)."""
     x, y = _paired(correct_a, correct_b)
@@ -111,7 +117,7 @@ def mcnemar_test(correct_a: Sequence[bool], correct_b: Sequence[bool], exact: bo
     x, y = x.astype(bool), y.astype(bool)
     table = [[np.sum(x & y), np.sum(x & ~y)], [np.sum(~x & y), np.sum(~x & ~y)]]
     result = mcnemar(table, exact=exact)
-    return TestResult("McNemar" + (" (exact)" if exact else ""), float(x.mean() - y.mean()),
+    return SignificanceResult("McNemar" + (" (exact)" if exact else ""), float(x.mean() - y.mean()),
                       float(result.statistic), float(result.pvalue), x.size)
 
 
@@ -124,7 +130,7 @@ def holm(p_values: Sequence[float], alpha: float = 0.05) -> tuple[np.ndarray, np
     return adjusted, reject
 
 
-def tost_equivalence(scores: Sequence[float], reported: float, margin: float) -> TestResult:
+def tost_equivalence(scores: Sequence[float], reported: float, margin: float) -> SignificanceResult:
     """Two one-sided t-tests: is the mean of `scores` (per run or per item, on the reported scale) within
     ±`margin` of the `reported` value? A small p supports equivalence; `ci_*` is the 1 − 2α = 90% CI."""
     x = np.asarray(scores, dtype=float)
@@ -136,7 +142,8 @@ def tost_equivalence(scores: Sequence[float], reported: float, margin: float) ->
     p_value, (t_low, _, _), (t_high, _, _) = described.ttost_mean(reported - margin, reported + margin)
     low, high = described.tconfint_mean(alpha=0.10)
     statistic = min(t_low, -t_high)  # the weaker of the two one-sided t statistics
-    return TestResult(f"TOST ±{margin:g}", float(x.mean() - reported), float(statistic), float(p_value), x.size,
+    effect = float(x.mean() - reported)
+    return SignificanceResult(f"TOST ±{margin:g}", effect, float(statistic), float(p_value), x.size,
                       float(low), float(high))
 
 
@@ -148,25 +155,29 @@ def _cells(a: Sequence[float], b: Sequence[float]) -> tuple[np.ndarray, np.ndarr
     return x[keep], y[keep]
 
 
-def sign_test(a: Sequence[float], b: Sequence[float], alternative: Alternative = "two-sided") -> TestResult:
+def sign_test(a: Sequence[float], b: Sequence[float], alternative: Alternative = "two-sided") -> SignificanceResult:
     """Exact sign test over paired cells (ties dropped): are the cells where a > b more than chance?
     `statistic` is the number of wins of a, `n` the untied cells."""
     x, y = _cells(a, b)
     wins, losses = int(np.sum(x > y)), int(np.sum(x < y))
     if wins + losses == 0:
-        return TestResult(f"sign test ({alternative})", 0.0, 0.0, 1.0, 0)
+        return SignificanceResult(f"sign test ({alternative})", 0.0, 0.0, 1.0, 0)
     result = sps.binomtest(wins, wins + losses, 0.5, alternative=alternative)
-    return TestResult(f"sign test ({alternative})", float(np.median(x - y)), float(wins), float(result.pvalue), wins + losses)
+    effect = float(np.median(x - y))
+    return SignificanceResult(f"sign test ({alternative})", effect, float(wins), float(result.pvalue), wins + losses)
 
 
-def wilcoxon_cells(a: Sequence[float], b: Sequence[float], alternative: Alternative = "two-sided") -> TestResult:
+def wilcoxon_cells(
+    a: Sequence[float], b: Sequence[float], alternative: Alternative = "two-sided"
+) -> SignificanceResult:
     """Wilcoxon signed-rank test over paired cells measured on one scale (zero differences dropped)."""
     x, y = _cells(a, b)
     n = int(np.sum(x != y))
     if n == 0:
-        return TestResult(f"Wilcoxon ({alternative})", 0.0, 0.0, 1.0, 0)
+        return SignificanceResult(f"Wilcoxon ({alternative})", 0.0, 0.0, 1.0, 0)
     result = sps.wilcoxon(x, y, zero_method="wilcox", alternative=alternative)
-    return TestResult(f"Wilcoxon ({alternative})", float(np.median(x - y)), float(result.statistic), float(result.pvalue), n)
+    effect = float(np.median(x - y))
+    return SignificanceResult(f"Wilcoxon ({alternative})", effect, float(result.statistic), float(result.pvalue), n)
 
 
 def min_sign_test_p(n: int, alternative: Alternative = "two-sided") -> float:
@@ -189,7 +200,10 @@ def compare_per_item(
     results = []
     for metric in metrics:
         a, b = scores_a[metric], scores_b[metric]
-        tests = [paired_bootstrap(a, b, n_resamples, seed=seed), approximate_randomization(a, b, n_resamples - 1, seed=seed)]
+        tests = [
+            paired_bootstrap(a, b, n_resamples, seed=seed),
+            approximate_randomization(a, b, n_resamples - 1, seed=seed),
+        ]
         if metric == "em":
             tests.append(mcnemar_test(a, b))
         results += [{"metric": metric, **t.as_dict()} for t in tests]

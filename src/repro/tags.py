@@ -19,7 +19,9 @@ _STRICT = re.compile(
     r"\s*<reason>(?P<reason>.*?)</reason>\s*<extract>(?P<extract>.*?)</extract>\s*<answer>(?P<answer>.*?)</answer>\s*",
     re.DOTALL,
 )
-_STRICT_NO_ANSWER = re.compile(r"\s*<reason>(?P<reason>.*?)</reason>\s*<extract>(?P<extract>.*?)</extract>\s*", re.DOTALL)
+_STRICT_NO_ANSWER = re.compile(
+    r"\s*<reason>(?P<reason>.*?)</reason>\s*<extract>(?P<extract>.*?)</extract>\s*", re.DOTALL
+)
 
 
 def _check_text(text: str) -> str:
