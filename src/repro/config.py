@@ -65,12 +65,107 @@ class RewardsConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class CorpusConfig:
+    """The retrieval corpus (App. A.3: the Dec-2018 Wikipedia dump in 100-word passages)."""
+
+    source: str  # embedded:ovos-wiki, or a passages jsonl such as data/external/wiki-18.jsonl
+    format: typing.Literal["ovos-summaries", "passages"]  # pages to chunk, or ready {"id","contents"} passages
+    chunk_words: int = 100  # passage length in words when chunking pages
+    max_pages: int | None = None  # keep the first N pages plus every evidence page of an embedded question (ci)
+
+
+@dataclasses.dataclass(frozen=True)
+class DatasetConfig:
+    """One QA dataset and the splits the studies use."""
+
+    name: str  # directory name under data/<profile>/qa/
+    label: str  # name in tables (NQ, TQA, HotpotQA, ...)
+    format: typing.Literal["fanoutqa", "flashrag", "musique", "wiki-multihop"]
+    setting: typing.Literal["open", "distractor"]  # retrieve from the corpus, or use the shipped paragraphs
+    source: str  # embedded:fanoutqa-dev, a local directory / file, or a hub dataset repo (FlashRAG)
+    splits: dict[str, str]  # our split -> the source's split or file (HotpotQA: test -> dev)
+    question_types: list[str] | None = None  # only these metadata.type count in retrieval quality (bridge)
+    max_questions: int | None = None  # first N questions of each split (ci)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+    corpus: CorpusConfig
+    datasets: list[DatasetConfig]
+    split_fractions: dict[str, float]  # hashed train/dev/test split of the embedded sets
+    distractor_paragraphs: int = 10  # paragraphs per built distractor-setting question (gold + distractors)
+    min_distractors: int = 8  # App. A.3: "two gold paragraphs and 8-9 distractor paragraphs"
+
+    def __post_init__(self):
+        names = [d.name for d in self.datasets]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"data.datasets: duplicate names in {names}")
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrieverConfig:
+    """A dense retriever (any transformers encoder + FAISS) or BM25."""
+
+    method: typing.Literal["dense", "bm25"]
+    query_encoder: str | None = None  # model dir, hub id or embedded:<name>
+    passage_encoder: str | None = None  # DPR's context encoder; None = the query encoder (E5, MiniLM)
+    pooling: typing.Literal["cls", "mean", "pooler"] = "mean"  # DPR: pooler; E5/MiniLM: mean
+    query_prefix: str = ""  # E5: "query: "
+    passage_prefix: str = ""  # E5: "passage: "
+    passage_input: typing.Literal["contents", "title_text_pair"] = "contents"  # DPR: (title, text) pair
+    normalize: bool = True  # L2-normalise embeddings (E5, MiniLM); DPR uses raw inner products
+    query_max_length: int = 64
+    passage_max_length: int = 256
+    batch_size: int = 64
+    dtype: typing.Literal["float32", "bfloat16", "float16"] = "float32"
+    index: str = "Flat"  # FAISS index_factory string: Flat (exact), IVF4096,Flat, HNSW32, ...
+    search_params: dict[str, int] = dataclasses.field(default_factory=dict)  # e.g. nprobe, efSearch
+    encode_block: int = 100_000  # passages encoded and added to the index per block
+    k1: float = 0.9  # BM25 parameters (Pyserini's defaults for Wikipedia passages)
+    b: float = 0.4
+
+    def __post_init__(self):
+        if self.method == "dense" and not self.query_encoder:
+            raise ConfigError("retrieval: a dense retriever needs a query_encoder")
+
+
+@dataclasses.dataclass(frozen=True)
+class RetrievalConfig:
+    topk: int  # passages per question (the paper: 5)
+    retrievers: dict[str, RetrieverConfig]
+    default: str  # retriever whose top-k feed the traditional-RAG studies (the paper: DPR)
+    agentic: str  # retriever of the Search-R1 study (the paper: E5)
+    evaluate: list[str]  # retrievers run on every open-domain split and reported in Table 8
+
+    def __post_init__(self):
+        for name in [self.default, self.agentic, *self.evaluate]:
+            if name not in self.retrievers:
+                raise ConfigError(f"retrieval: unknown retriever '{name}'; defined: {sorted(self.retrievers)}")
+        if self.default not in self.evaluate:
+            raise ConfigError(f"retrieval.evaluate must include the default retriever '{self.default}'")
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseConfig:
+    """Irrelevant passages added per question for the robustness study (Figure 5)."""
+
+    counts: list[int]  # the paper: 0, 2, 4, 6, 8
+    position: typing.Literal["append", "prepend", "random"] = "append"
+    seed: int = 0
+    datasets: list[str] = dataclasses.field(default_factory=list)  # open-domain datasets to build noisy sets for
+    split: str = "test"
+
+
+@dataclasses.dataclass(frozen=True)
 class Profile:
     name: str
     description: str
     seed: int
     models: ModelsConfig
     rewards: RewardsConfig = dataclasses.field(default_factory=RewardsConfig)  # defaults = the paper + D16
+    data: DataConfig | None = None  # None only in minimal test profiles; the data stage requires it
+    retrieval: RetrievalConfig | None = None
+    noise: NoiseConfig | None = None
 
 
 def _is_optional(tp: Any) -> bool:

@@ -1,0 +1,65 @@
+"""QA rows in FlashRAG's jsonl format: `{"id", "question", "golden_answers": [...], "metadata": {}}`.
+
+Every QA file the pipeline reads or writes goes through `validate_qa_row`, so a malformed row fails with
+the file, line and field it came from instead of surfacing later as a KeyError deep inside a study.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterable, Iterator
+
+from repro.io import InputError, write_jsonl
+
+
+def validate_qa_row(row: dict, path: str | os.PathLike, line: int) -> dict:
+    """Check one FlashRAG row; `id` may be an int in some upstream files and is returned as str."""
+    for field in ("id", "question", "golden_answers"):
+        if field not in row:
+            raise InputError(path, "missing", line=line, field=field)
+    if not isinstance(row["id"], (str, int)) or isinstance(row["id"], bool):
+        raise InputError(path, f"expected a string, got {type(row['id']).__name__}", line=line, field="id")
+    if not isinstance(row["question"], str) or not row["question"].strip():
+        raise InputError(path, "expected a non-empty string", line=line, field="question")
+    answers = row["golden_answers"]
+    if not isinstance(answers, list) or not answers or not all(isinstance(a, str) for a in answers):
+        raise InputError(path, f"expected a non-empty list of strings, got {answers!r}", line=line,
+                         field="golden_answers")
+    metadata = row.get("metadata", {})
+    if not isinstance(metadata, dict):
+        raise InputError(path, f"expected an object, got {type(metadata).__name__}", line=line, field="metadata")
+    return {"id": str(row["id"]), "question": row["question"], "golden_answers": answers, "metadata": metadata}
+
+
+def read_qa(path: str | os.PathLike, check: Callable[[dict, str | os.PathLike, int], object] | None = None
+            ) -> Iterator[dict]:
+    """Yield the validated rows of a FlashRAG-format QA file; `check(row, path, line)` may validate more."""
+    seen: set[str] = set()
+    for line, row in enumerate_lines(path):
+        row = validate_qa_row(row, path, line)
+        if check is not None:
+            check(row, path, line)
+        if row["id"] in seen:
+            raise InputError(path, f"duplicate id {row['id']!r}", line=line, field="id")
+        seen.add(row["id"])
+        yield row
+
+
+def enumerate_lines(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of a jsonl file; bad JSON raises InputError."""
+    with open(path, encoding="utf-8") as f:
+        for line, text in enumerate(f, start=1):
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text)
+            except json.JSONDecodeError as err:
+                raise InputError(path, f"invalid JSON ({err.msg})", line=line) from None
+            if not isinstance(row, dict):
+                raise InputError(path, f"expected a JSON object, got {type(row).__name__}", line=line)
+            yield line, row
+
+
+def write_qa(path: str | os.PathLike, rows: Iterable[dict]) -> int:
+    return write_jsonl(path, rows)

@@ -1,0 +1,62 @@
+"""Manifests that tie an on-disk artefact (an index, a retrieval result file) to the inputs that made it.
+
+A manifest is the JSON of a key: the retriever's full configuration, fingerprints of its model files, of
+the corpus and (for results) of the QA split. An artefact is reused only when its manifest equals the key
+of the current run, so a cache from another corpus, model or configuration is never silently reused; a
+mismatch is reported with the parts of the key that differ.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from repro.config import RetrieverConfig
+from repro.io import write_json
+
+MODEL_FILES = ("*.json", "*.safetensors", "*.txt", "*.model")
+
+
+def model_fingerprint(ref: str) -> str:
+    """sha256 over a local model directory's config, weight and vocabulary files; a hub id stands for
+    itself (pin a revision by downloading it to a directory)."""
+    path = Path(ref)
+    if not path.is_dir():
+        return ref
+    digest = hashlib.sha256()
+    for file in sorted(f for pattern in MODEL_FILES for f in path.rglob(pattern)):
+        digest.update(str(file.relative_to(path)).encode())
+        with open(file, "rb") as f:
+            digest.update(hashlib.file_digest(f, "sha256").digest())
+    return digest.hexdigest()
+
+
+def retriever_key(cfg: RetrieverConfig, query_model: str | None, passage_model: str | None) -> dict:
+    models = {"query": model_fingerprint(query_model) if query_model else None,
+              "passage": model_fingerprint(passage_model) if passage_model else None}
+    return {"config": dataclasses.asdict(cfg), "models": models}
+
+
+def manifest_path(artefact: str | os.PathLike) -> Path:
+    """<dir>/manifest.json for a directory, <name>.manifest.json beside a file."""
+    artefact = Path(artefact)
+    return artefact / "manifest.json" if artefact.is_dir() else artefact.with_suffix(".manifest.json")
+
+
+def stale_reason(artefact: str | os.PathLike, key: dict) -> str | None:
+    """None if `artefact` exists with a manifest equal to `key`, else why it cannot be reused."""
+    path = manifest_path(artefact)
+    if not Path(artefact).exists() or not path.exists():
+        return "not built yet"
+    stored = json.loads(path.read_text(encoding="utf-8"))
+    if stored == key:
+        return None
+    changed = sorted(k for k in set(stored) | set(key) if stored.get(k) != key.get(k))
+    return f"built from different {', '.join(changed)}"
+
+
+def write_manifest(artefact: str | os.PathLike, key: dict) -> None:
+    write_json(manifest_path(artefact), key)
