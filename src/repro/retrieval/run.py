@@ -58,6 +58,11 @@ class RetrievalSession:
                                 "corpus": self.corpus_fingerprint}
         return self._keys[name]
 
+    @property
+    def opened(self) -> list[str]:
+        """Names of the retrievers this session has loaded (empty when everything came from the cache)."""
+        return list(self._open)
+
     def retriever(self, name: str) -> Retriever:
         if name not in self._open:
             self._open[name] = self._open_retriever(name)

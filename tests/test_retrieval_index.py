@@ -1,0 +1,81 @@
+"""FAISS indexes against brute-force scoring on real MiniLM embeddings, and BM25 via bm25s."""
+
+import numpy as np
+import pytest
+
+from repro.assets import MINILM_WEIGHTS, OVOS_SUMMARIES
+from repro.data.corpus import PassageStore, ovos_pages, page_passages, split_contents, write_corpus
+from repro.retrieval import faiss_index
+from repro.retrieval.bm25 import BM25Retriever
+from repro.retrieval.encoders import TextEncoder
+
+QUERIES = ["Who painted the Mona Lisa?", "When did World War II end?", "What is the capital of France?",
+           "Which planet is the largest in the Solar System?"]
+TITLES = ["Mona Lisa", "World War II", "Paris", "Jupiter"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    pages = ovos_pages(OVOS_SUMMARIES.locate())
+    keep = TITLES + [t for t in list(pages)[:20] if t not in TITLES]
+    path = tmp_path_factory.mktemp("corpus") / "passages.jsonl"
+    write_corpus(path, page_passages({t: pages[t] for t in keep}, 100))
+    return PassageStore(path)
+
+
+@pytest.fixture(scope="module")
+def embeddings(store):
+    encoder = TextEncoder(str(MINILM_WEIGHTS.locate().parent), pooling="mean", normalize=True)
+    passages = encoder.encode([p["contents"] for p in store], progress=False)
+    return passages, encoder.encode(QUERIES, progress=False)
+
+
+def test_flat_index_top5_equals_brute_force_top5(embeddings):
+    passages, queries = embeddings
+    index = faiss_index.new_index(passages.shape[1])
+    index.add(passages)
+    scores, rows = faiss_index.search(index, queries, 5)
+    brute = queries @ passages.T
+    expected = np.argsort(-brute, axis=1, kind="stable")[:, :5]
+    np.testing.assert_array_equal(rows, expected)
+    np.testing.assert_allclose(scores, np.take_along_axis(brute, expected, axis=1), atol=1e-5)
+
+
+def test_dense_top5_holds_the_right_page(store, embeddings):
+    passages, queries = embeddings
+    index = faiss_index.new_index(passages.shape[1])
+    index.add(passages)
+    _, rows = faiss_index.search(index, queries, 5)
+    found = [{split_contents(store[int(r)]["contents"])[0] for r in hits} for hits in rows]
+    assert all(title in titles for title, titles in zip(TITLES, found))
+
+
+@pytest.mark.parametrize("factory, params", [("HNSW16", {"efSearch": 64}), ("IVF4,Flat", {"nprobe": 4})])
+def test_approximate_indexes_build_search_and_round_trip(tmp_path, embeddings, factory, params):
+    passages, queries = embeddings
+    index = faiss_index.new_index(passages.shape[1], factory)
+    if not index.is_trained:
+        index.train(passages)
+    index.add(passages)
+    faiss_index.set_search_parameters(index, params)
+    scores, rows = faiss_index.search(index, queries, 5)
+    exact = np.argsort(-(queries @ passages.T), axis=1)[:, :5]
+    assert (rows[:, 0] == exact[:, 0]).all()  # small corpus, exhaustive settings: same best passage
+    faiss_index.save_index(index, tmp_path / "index.faiss")
+    loaded = faiss_index.load_index(tmp_path / "index.faiss")
+    faiss_index.set_search_parameters(loaded, params)
+    np.testing.assert_array_equal(faiss_index.search(loaded, queries, 5)[1], rows)
+
+
+def test_no_gpu_leaves_the_index_on_the_cpu(embeddings):
+    index = faiss_index.new_index(embeddings[0].shape[1])
+    assert faiss_index.gpu_count() == 0 and faiss_index.to_gpus(index) is index
+
+
+def test_bm25_finds_the_page_and_survives_save_and_load(tmp_path, store):
+    bm25 = BM25Retriever.build(store, progress=False)
+    scores, rows = bm25.search(QUERIES[:1], 3)
+    assert split_contents(store[int(rows[0, 0])]["contents"])[0] == "Mona Lisa"
+    assert scores[0, 0] >= scores[0, 1] >= scores[0, 2]
+    bm25.save(tmp_path / "bm25")
+    np.testing.assert_array_equal(BM25Retriever.load(tmp_path / "bm25").search(QUERIES[:1], 3)[1], rows)
