@@ -80,7 +80,7 @@ class DatasetConfig:
 
     name: str  # directory name under data/<profile>/qa/
     label: str  # name in tables (NQ, TQA, HotpotQA, ...)
-    format: typing.Literal["fanoutqa", "flashrag", "musique", "wiki-multihop"]
+    format: typing.Literal["fanoutqa", "ovos-describe", "flashrag", "musique", "wiki-multihop"]
     setting: typing.Literal["open", "distractor"]  # retrieve from the corpus, or use the shipped paragraphs
     source: str  # embedded:fanoutqa-dev, a local directory / file, or a hub dataset repo (FlashRAG)
     splits: dict[str, str]  # our split -> the source's split or file (HotpotQA: test -> dev)

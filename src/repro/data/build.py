@@ -15,7 +15,7 @@ import pandas as pd
 
 from repro.assets import resolve
 from repro.config import ConfigError, DatasetConfig, Profile
-from repro.data import fanoutqa, layout
+from repro.data import fanoutqa, generated, layout
 from repro.data.corpus import PassageStore, file_fingerprint, ovos_pages, page_passages, split_contents, write_corpus
 from repro.data.loaders import distractor_passages, flashrag_path, read_flashrag, read_musique, read_wiki_multihop
 from repro.data.noise import add_noise
@@ -26,6 +26,7 @@ from repro.retrieval.quality import read_contexts
 from repro.retrieval.run import RetrievalSession
 
 PASSAGES_FILE, CORPUS_MANIFEST = "passages.jsonl", "corpus.json"
+EMBEDDED_FORMATS = ("fanoutqa", "ovos-describe")  # built here, split by hashing ids
 
 
 def _require_sections(cfg: Profile) -> None:
@@ -83,16 +84,24 @@ def _limited(rows: list[dict], spec: DatasetConfig) -> list[dict]:
     return rows if spec.max_questions is None else rows[:spec.max_questions]
 
 
-def _fanoutqa_selection(cfg: Profile, spec: DatasetConfig, pages: dict[str, str]) -> dict[str, list[dict]]:
-    """The open-domain FanOutQA rows of each split, limited to `max_questions` (pages: title -> text)."""
-    rows, _ = fanoutqa.open_domain_rows(fanoutqa.read_fanoutqa(resolve(spec.source, cfg.name)), pages,
-                                        cfg.data.split_fractions, spec.source)
+def _hashed_splits(rows: list[dict], spec: DatasetConfig) -> dict[str, list[dict]]:
+    """Rows of an embedded set grouped by their hashed `metadata.split`, limited to `max_questions`."""
     return {ours: _limited([r for r in rows if r["metadata"]["split"] == theirs], spec)
             for ours, theirs in spec.splits.items()}
 
 
-def _fanoutqa_splits(cfg: Profile, spec: DatasetConfig, store: PassageStore, pages: dict[str, str]
+def _fanoutqa_selection(cfg: Profile, spec: DatasetConfig, pages: dict[str, str]) -> dict[str, list[dict]]:
+    """The open-domain FanOutQA rows of each split (pages: title -> text)."""
+    path = resolve(spec.source, cfg.name)
+    rows, _ = fanoutqa.open_domain_rows(fanoutqa.read_fanoutqa(path), pages, cfg.data.split_fractions, path)
+    return _hashed_splits(rows, spec)
+
+
+def _embedded_splits(cfg: Profile, spec: DatasetConfig, store: PassageStore, pages: dict[str, str]
                      ) -> dict[str, list[dict]]:
+    if spec.format == "ovos-describe":
+        rows = generated.describe_rows(resolve(spec.source, cfg.name), set(pages), cfg.data.split_fractions)
+        return _hashed_splits(rows, spec)
     by_split = _fanoutqa_selection(cfg, spec, pages)
     if spec.setting == "distractor":
         bm25 = BM25Retriever.build(store, progress=False)
@@ -123,11 +132,11 @@ def build_qa_sets(cfg: Profile, store: PassageStore) -> pd.DataFrame:
     """Write every dataset split (and the shipped contexts of distractor-setting ones); one summary row
     per split."""
     _require_sections(cfg)
-    pages = page_texts(store) if any(d.format == "fanoutqa" for d in cfg.data.datasets) else {}
+    pages = page_texts(store) if any(d.format in EMBEDDED_FORMATS for d in cfg.data.datasets) else {}
     summary = []
     for spec in cfg.data.datasets:
-        if spec.format == "fanoutqa":
-            splits = _fanoutqa_splits(cfg, spec, store, pages)
+        if spec.format in EMBEDDED_FORMATS:
+            splits = _embedded_splits(cfg, spec, store, pages)
         else:
             splits = {ours: _external_split(cfg, spec, theirs) for ours, theirs in spec.splits.items()}
         for split, rows in splits.items():
