@@ -32,6 +32,8 @@ def test_metrics_of_a_split():
             _row("b", ["1945"], ["no", "no", "no", "no", "no"]),
             _row("c", ["yes"], ["yes indeed", "x", "y", "z", "w"], qtype="comparison")]
     assert positive_labels(rows[0], 5) == [False, True, False, False, False]
+    titled = {**rows[1], "passages": [{"id": "0", "contents": '"1945"\nA year of change.'}]}
+    assert positive_labels(titled, 5) == [False]  # the title line is not the passage's text
     assert recall_at_k([False] * 5) == 0.0 and ndcg_at_k([False] * 5) == 0.0
     everything = split_quality(rows, 5)
     assert everything["questions"] == 3

@@ -1,5 +1,6 @@
 """Retrieval quality as in Table 8 (App. A.3): Recall@k and NDCG@k of the top-k passages, where a
-passage is positive when it contains a golden answer (normalised string match on token boundaries).
+passage is positive when its text contains a golden answer (normalised string match on token boundaries;
+the title line does not count, as in DPR's evaluation).
 
 - Recall@k: 1 if any of the top-k passages is positive (answer recall / top-k accuracy, as in DPR).
 - NDCG@k: binary gains, DCG = sum_i rel_i / log2(i + 1) over ranks i = 1..k, normalised by the DCG of
@@ -17,12 +18,14 @@ import pandas as pd
 from repro.config import Profile
 from repro.data import layout
 from repro.data.answers import has_answer
+from repro.data.corpus import split_contents
 from repro.data.qa import enumerate_lines
 from repro.io import InputError
 
 
 def positive_labels(row: dict, k: int) -> list[bool]:
-    return [has_answer(p["contents"], row["golden_answers"]) for p in row["passages"][:k]]
+    """Whether each of the top-k passages' text (its title line excluded, as in DPR) holds an answer."""
+    return [has_answer(split_contents(p["contents"])[1], row["golden_answers"]) for p in row["passages"][:k]]
 
 
 def recall_at_k(labels: list[bool]) -> float:
