@@ -7,7 +7,7 @@ import pytest
 from conftest import ROOT
 from repro.data.loaders import (distractor_passages, flashrag_path, read_flashrag, read_musique,
                                 read_wiki_multihop)
-from repro.data.qa import read_qa
+from repro.data.qa import read_contexts, read_qa
 from repro.io import InputError
 
 FIXTURES = ROOT / "tests" / "fixtures"
@@ -118,3 +118,11 @@ def test_raw_musique_row_without_answer_names_line_and_field(tmp_path):
     path.write_text(json.dumps({"id": "m", "question": "q?", "paragraphs": []}) + "\n", encoding="utf-8")
     with pytest.raises(InputError, match=r"musique\.jsonl:1: field 'answer'"):
         list(read_musique(path))
+
+
+def test_contexts_rows_need_passages_with_contents(tmp_path):
+    good = '{"id": "a", "question": "q?", "golden_answers": ["x"], "passages": [{"id": "1", "contents": "T"}]}'
+    assert read_contexts(_write(tmp_path, [good]))[0]["passages"] == [{"id": "1", "contents": "T"}]
+    bad = '{"id": "b", "question": "q?", "golden_answers": ["x"], "passages": [{"id": "1"}]}'
+    with pytest.raises(InputError, match=r"bad\.jsonl:2: field 'passages'"):
+        read_contexts(_write(tmp_path, [good, bad]))

@@ -10,7 +10,7 @@ from repro.config import load_profile
 from repro.data import layout
 from repro.data.corpus import PassageStore, file_fingerprint, ovos_pages, page_passages, write_corpus
 from repro.data.qa import write_qa
-from repro.retrieval.quality import read_contexts
+from repro.data.qa import read_contexts
 from repro.retrieval.run import RetrievalSession
 
 QUESTIONS = [("q1", "Who painted the Mona Lisa?", ["Leonardo da Vinci"]),

@@ -19,10 +19,9 @@ from repro.data import fanoutqa, generated, layout
 from repro.data.corpus import PassageStore, file_fingerprint, ovos_pages, page_passages, split_contents, write_corpus
 from repro.data.loaders import distractor_passages, flashrag_path, read_flashrag, read_musique, read_wiki_multihop
 from repro.data.noise import add_noise
-from repro.data.qa import enumerate_lines, write_qa
+from repro.data.qa import enumerate_lines, read_contexts, write_qa
 from repro.io import write_json, write_jsonl
 from repro.retrieval.bm25 import BM25Retriever
-from repro.retrieval.quality import read_contexts
 from repro.retrieval.run import RetrievalSession
 
 PASSAGES_FILE, CORPUS_MANIFEST = "passages.jsonl", "corpus.json"

@@ -21,8 +21,6 @@ from repro.data.corpus import make_contents
 from repro.data.qa import enumerate_lines, read_qa, validate_qa_row
 from repro.io import InputError
 
-FLASHRAG_HUB_REPO = "RUC-NLPIR/FlashRAG_datasets"
-
 
 def flashrag_path(source: str, dataset: str, split: str) -> Path:
     """`<source>/<dataset>/<split>.jsonl` if `source` is a local directory; otherwise `source` is a hub

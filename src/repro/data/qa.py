@@ -1,6 +1,7 @@
 """QA rows in FlashRAG's jsonl format: `{"id", "question", "golden_answers": [...], "metadata": {}}`.
 
-Every QA file the pipeline reads or writes goes through `validate_qa_row`, so a malformed row fails with
+A contexts file (see `repro.data.layout`) holds the same rows plus `passages`, the passages given to the
+reader. Every QA file the pipeline reads or writes goes through `validate_qa_row`, so a malformed row fails with
 the file, line and field it came from instead of surfacing later as a KeyError deep inside a study.
 """
 
@@ -63,3 +64,15 @@ def enumerate_lines(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
 
 def write_qa(path: str | os.PathLike, rows: Iterable[dict]) -> int:
     return write_jsonl(path, rows)
+
+
+def read_contexts(path: str | os.PathLike) -> list[dict]:
+    """Rows of a contexts file: validated QA rows plus `passages` ([{"id", "contents", ...}], reader order)."""
+    rows = []
+    for line, row in enumerate_lines(path):
+        passages = row.get("passages")
+        if not isinstance(passages, list) or not all(
+                isinstance(p, dict) and isinstance(p.get("contents"), str) for p in passages):
+            raise InputError(path, "expected a list of {id, contents, ...} objects", line=line, field="passages")
+        rows.append({**validate_qa_row(row, path, line), "passages": passages})
+    return rows

@@ -19,8 +19,7 @@ from repro.config import Profile
 from repro.data import layout
 from repro.data.answers import has_answer
 from repro.data.corpus import split_contents
-from repro.data.qa import enumerate_lines
-from repro.io import InputError
+from repro.data.qa import read_contexts
 
 
 def positive_labels(row: dict, k: int) -> list[bool]:
@@ -48,21 +47,6 @@ def per_question(rows: list[dict], k: int, question_types: list[str] | None = No
         labels = positive_labels(row, k)
         records.append({"id": row["id"], "recall": recall_at_k(labels), "ndcg": ndcg_at_k(labels)})
     return pd.DataFrame(records, columns=["id", "recall", "ndcg"])
-
-
-def read_contexts(path) -> list[dict]:
-    """Rows of a contexts file (QA row + `passages`), with the passages' fields checked."""
-    rows = []
-    for line, row in enumerate_lines(path):
-        passages = row.get("passages")
-        if not isinstance(passages, list) or not all(isinstance(p, dict) and isinstance(p.get("contents"), str)
-                                                      for p in passages):
-            raise InputError(path, "expected a list of {id, contents, ...} objects", line=line, field="passages")
-        for field in ("id", "golden_answers"):
-            if field not in row:
-                raise InputError(path, "missing", line=line, field=field)
-        rows.append(row)
-    return rows
 
 
 def split_quality(rows: list[dict], k: int, question_types: list[str] | None = None) -> dict:
