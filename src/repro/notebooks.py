@@ -38,6 +38,8 @@ def run_notebook(name: str, profile: str | None = None, parameters: dict | None 
     out_dir = results_dir(profile, name)
     out_dir.mkdir(parents=True, exist_ok=True)
     params = {"profile": profile, "out_dir": str(out_dir), **(parameters or {})}
+    # Every progress-bar refresh becomes an output line of the executed notebook: refresh rarely.
+    os.environ.setdefault("TQDM_MININTERVAL", "15")
     executed = out_dir / f"{name}.ipynb"
     with atomic_path(executed) as tmp:
         papermill.execute_notebook(
