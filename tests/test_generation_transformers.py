@@ -1,6 +1,8 @@
 """The transformers backend on real models: SmolLM2-135M-Instruct (answers, stops, batching) and the tiny
 random Llama (sampling, LoRA, dtype), both built from their packaged weights by the conftest fixtures."""
 
+import contextlib
+
 import pytest
 import torch
 from peft import LoraConfig, get_peft_model
@@ -31,10 +33,14 @@ def tiny(tiny_llama_dir):
     return TransformersGenerator(str(tiny_llama_dir), dtype="float32", progress=False)
 
 
-def count_forward_passes(generator) -> list:
+@contextlib.contextmanager
+def counting_forward_passes(model):
     calls = []
-    generator.model.register_forward_hook(lambda *_: calls.append(1))
-    return calls
+    handle = model.register_forward_hook(lambda *_: calls.append(1))
+    try:
+        yield calls
+    finally:
+        handle.remove()
 
 
 def n_tokens(generator, text: str) -> int:
@@ -56,9 +62,9 @@ def test_each_row_stops_at_its_own_stop_string(smollm2):
     assert n_tokens(smollm2, kept[1]) == MAX_NEW  # the row without a stop ran to max_new_tokens
 
     # When every row has stopped the batch ends early, without running to max_new_tokens.
-    passes = count_forward_passes(smollm2)
-    cut = smollm2.generate([EARLY_STOP, LATE_STOP], GenerationParams(max_new_tokens=MAX_NEW, batch_size=2,
-                                                                     stop=STOP))
+    with counting_forward_passes(smollm2.model) as passes:
+        cut = smollm2.generate([EARLY_STOP, LATE_STOP], GenerationParams(max_new_tokens=MAX_NEW, batch_size=2,
+                                                                         stop=STOP))
     assert cut == [free[0].split(STOP)[0], free[2].split(STOP)[0]]
     assert len(passes) == n_tokens(smollm2, kept[2]) < MAX_NEW
 
@@ -160,3 +166,5 @@ def test_bad_prompts_and_empty_input(tiny):
     assert tiny.generate([]) == []
     with pytest.raises(TypeError, match="prompt 1 must be a string or a non-empty list of chat messages"):
         tiny.generate(["fine", {"role": "user", "content": "not wrapped in a list"}])
+    with pytest.raises(ValueError, match="prompt 1 encodes to no tokens"):
+        tiny.generate(["fine", ""])

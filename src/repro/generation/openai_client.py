@@ -56,7 +56,7 @@ class OpenAIClientGenerator(Generator):
             pool.shutdown(cancel_futures=True)
         return [text for group in grouped for text in group]
 
-    def request_body(self, prompt: Prompt, params: GenerationParams) -> dict:
+    def _request_body(self, prompt: Prompt, params: GenerationParams) -> dict:
         body = {"model": self.model, "max_tokens": params.max_new_tokens, "n": params.n, "seed": params.seed,
                 "temperature": params.temperature if params.do_sample else 0.0,
                 "top_p": params.top_p if params.do_sample else 1.0}
@@ -70,7 +70,7 @@ class OpenAIClientGenerator(Generator):
 
     def _complete(self, prompt: Prompt, params: GenerationParams) -> list[str]:
         endpoint = "completions" if isinstance(prompt, str) else "chat/completions"
-        response = self._post(f"{self.base_url}/{endpoint}", self.request_body(prompt, params))
+        response = self._post(f"{self.base_url}/{endpoint}", self._request_body(prompt, params))
         try:
             choices = sorted(response["choices"], key=lambda c: c["index"])
             texts = [c["text"] if isinstance(prompt, str) else c["message"]["content"] for c in choices]

@@ -97,6 +97,8 @@ class TransformersGenerator(Generator):
 
     def _generate(self, prompts: list[Prompt], params: GenerationParams) -> list[str]:
         ids = [encode(self.tokenizer, p) for p in prompts]
+        if empty := [i for i, row in enumerate(ids) if not row]:
+            raise ValueError(f"prompt {empty[0]} encodes to no tokens")
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]), reverse=True)
         batches = [order[k : k + params.batch_size] for k in range(0, len(order), params.batch_size)]
         config, stopping = self._generation_config(params), self._stopping(params.stop)

@@ -32,7 +32,7 @@ class VLLMGenerator(Generator):
         self.progress = progress
 
     @staticmethod
-    def sampling_params(params: GenerationParams):
+    def _sampling_params(params: GenerationParams):
         from vllm import SamplingParams
 
         sampling = (dict(temperature=params.temperature, top_p=params.top_p) if params.do_sample
@@ -44,7 +44,7 @@ class VLLMGenerator(Generator):
 
     def _generate(self, prompts: list[Prompt], params: GenerationParams) -> list[str]:
         requests = [{"prompt_token_ids": encode(self.tokenizer, p)} for p in prompts]
-        outputs = self.llm.generate(requests, self.sampling_params(params), use_tqdm=self.progress,
+        outputs = self.llm.generate(requests, self._sampling_params(params), use_tqdm=self.progress,
                                     lora_request=self.lora_request)
         # vLLM returns one RequestOutput per prompt, in input order, each with n completions.
         if len(outputs) != len(prompts):
