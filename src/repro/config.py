@@ -157,6 +157,60 @@ class NoiseConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class TrainConfig:
+    """GRPO training of the extractor (§3.3, App. A.2). The paper gives lr, β, ε, 1 epoch and dev-set selection;
+    every other value is a choice (docs/decisions.md, T-entries), set per profile. Batch sizes count completions
+    (G per prompt): prompts per optimizer step = per_device_batch_size × processes × gradient_accumulation_steps / G."""
+
+    dataset: str  # the data.datasets entry trained on (the paper: NQ)
+    learning_rate: float = 1e-6  # App. A.2
+    beta: float = 0.01  # KL coefficient β (App. A.2), k3 estimator in the loss, reference = initial model
+    epsilon: float = 0.2  # PPO clip ε (App. A.2)
+    loss_type: typing.Literal["grpo", "dapo", "bnpo", "dr_grpo"] = "grpo"  # Eq. 8's per-response mean
+    num_generations: int = 8  # G
+    per_device_batch_size: int = 8  # completions per process and micro-batch
+    gradient_accumulation_steps: int = 1
+    steps_per_generation: int | None = None  # micro-batches per generation batch (None: = accumulation steps)
+    num_iterations: int = 1  # μ, policy updates per generation batch
+    max_completion_length: int = 768  # tokens of the rollout r + e + o_f
+    max_answer_length: int = 32  # tokens of o_r and o_e
+    temperature: float = 1.0  # rollout sampling
+    top_p: float = 1.0
+    sample_answers: bool = True  # o_r, o_e sampled like the rollout (False: greedy)
+    epochs: float = 1.0  # App. A.2: one epoch
+    max_steps: int = -1  # > 0 stops earlier (the CPU profiles' budget)
+    max_train_questions: int | None = None  # first N training questions (None: all)
+    lr_scheduler: str = "constant"
+    warmup_steps: int = 0
+    weight_decay: float = 0.0
+    max_grad_norm: float = 1.0
+    bf16: bool = False  # bf16 autocast (GPU, or CPUs with AMX)
+    gradient_checkpointing: bool = False
+    save_steps: int = 100  # checkpoint (and dev evaluation) every N steps, and at the end
+    save_total_limit: int | None = 2  # checkpoints kept besides the best one
+    dev_max_questions: int | None = None  # first N dev questions for model selection (None: all)
+    selection_metric: typing.Literal[
+        "f1_evidence", "em_evidence", "f1_full", "em_full", "f1_rationale", "em_rationale", "reward_final"
+    ] = "f1_evidence"
+    evaluate_initial: bool = True  # also score the initial policy on dev (reference row, never selected)
+    accelerate_config: str | None = None  # configs/accelerate/*.yaml: launch worker processes through accelerate
+    use_vllm: bool = False
+    vllm_mode: typing.Literal["colocate", "server"] = "colocate"
+    vllm_gpu_memory_utilization: float = 0.3
+    vllm_tensor_parallel_size: int = 1
+    vllm_max_model_length: int | None = None  # must hold prompt + rollout + o_r/o_e answer
+
+    def __post_init__(self):
+        if self.num_generations < 2:
+            raise ConfigError("train.num_generations: GRPO needs at least 2 completions per prompt")
+        positive = ("learning_rate", "per_device_batch_size", "gradient_accumulation_steps", "num_iterations",
+                    "max_completion_length", "max_answer_length", "temperature", "save_steps")
+        bad = [name for name in positive if not getattr(self, name) > 0]
+        if bad or self.beta < 0 or self.epsilon <= 0 or not 0 < self.top_p <= 1:
+            raise ConfigError(f"train: need positive {bad or positive}, beta >= 0, epsilon > 0, 0 < top_p <= 1")
+
+
+@dataclasses.dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -166,6 +220,7 @@ class Profile:
     data: DataConfig | None = None  # None only in minimal test profiles; the data stage requires it
     retrieval: RetrievalConfig | None = None
     noise: NoiseConfig | None = None
+    train: TrainConfig | None = None  # GRPO training of the extractor (repro.train)
 
 
 def _is_optional(tp: Any) -> bool:
