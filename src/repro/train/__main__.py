@@ -1,0 +1,29 @@
+"""Train the extractor of a profile: the entry point `accelerate launch -m repro.train` runs in each process.
+
+    python -m repro.train --profile tiny [--run-dir DIR] [--answer-subset rationale,evidence] [--max-steps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from repro.config import PARAMS_FILE, load_profile
+from repro.train.run import run_dir, train_in_process
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--profile", help="profile name (default: the `profile` key of the params file)")
+    parser.add_argument("--params", default=PARAMS_FILE, help="params file holding the profile")
+    parser.add_argument("--run-dir", help="run directory (default: data/<profile>/train/eviomni)")
+    parser.add_argument("--answer-subset", help="comma-separated answers averaged into R^ans (Table 3)")
+    parser.add_argument("--max-steps", type=int, help="override train.max_steps")
+    args = parser.parse_args(argv)
+    cfg = load_profile(args.profile, args.params)
+    subset = args.answer_subset.split(",") if args.answer_subset else None
+    run = train_in_process(cfg, args.run_dir or run_dir(cfg.name), answer_subset=subset, max_steps=args.max_steps)
+    print(run.extractor)
+
+
+if __name__ == "__main__":
+    main()

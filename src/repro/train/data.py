@@ -1,0 +1,39 @@
+"""The rows GRPO trains and selects on: one per question, with its passages in the extraction prompt.
+
+A row holds the chat prompt TRL samples from (the Table 14 prompt as the user turn, D3) and the columns
+the reward needs: the question and the formatted passages (to rebuild the masked contexts of Eq. 4), the
+golden answers and L_P. L_P is the length of the formatted `{passages}` slot, numbers and titles included:
+the text the extractor actually reads and compresses (decision T6).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from repro import metrics, prompts
+from repro.config import Profile
+from repro.data import layout
+from repro.data.qa import read_contexts
+
+
+def extraction_row(row: dict, tokenizer, length_unit: str) -> dict:
+    """The training row of one contexts row (QA row + `passages`, see repro.data.layout)."""
+    passages = prompts.format_passages(row["passages"])
+    return {
+        "id": str(row["id"]),
+        "prompt": prompts.chat_messages(prompts.evidence_extraction_prompt(row["question"], passages)),
+        "question": row["question"],
+        "passages": passages,
+        "golden_answers": list(row["golden_answers"]),
+        "passages_length": metrics.text_length(passages, length_unit, tokenizer),
+    }
+
+
+def extraction_rows(contexts: Sequence[dict], tokenizer, length_unit: str, limit: int | None = None) -> list[dict]:
+    return [extraction_row(row, tokenizer, length_unit) for row in list(contexts)[:limit]]
+
+
+def split_rows(cfg: Profile, split: str, tokenizer, limit: int | None = None) -> list[dict]:
+    """Rows of `split` of the profile's training dataset, from the data stage's contexts file."""
+    return extraction_rows(read_contexts(layout.contexts_path(cfg, cfg.train.dataset, split)), tokenizer,
+                           cfg.rewards.length_unit, limit)

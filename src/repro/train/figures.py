@@ -1,0 +1,62 @@
+"""Training curves: Figure 4 (answer rewards of o_f, o_r, o_e and lengths of reason/extract/answer over
+steps) and the first-versus-last-steps summary of a run.
+
+Rewards exist only on steps that generated a batch (with steps_per_generation > 1 the other steps reuse
+it), so every curve is drawn over the steps where its column is logged. Curves are smoothed with a
+centred rolling mean over `smooth` logged points (the paper does not say how its curves were smoothed, #38).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import matplotlib.pyplot as plt
+import pandas as pd
+
+ANSWER_CURVES = {"f1_full": "$o_f$ (full context)", "f1_rationale": "$o_r$ (rationale, evidence masked)",
+                 "f1_evidence": "$o_e$ (evidence only)"}
+LENGTH_CURVES = {"len_reason": "reason $r$", "len_extract": "extract $e$", "len_answer": "answer $o_f$"}
+SUMMARY_COLUMNS = ("reward_final", "reward_format", "f1_full", "f1_rationale", "f1_evidence",
+                   "reward_length_rationale", "reward_length_evidence", "len_reason", "len_extract", "len_answer",
+                   "kl", "clip_frac", "std_clip_frac")
+
+
+def first_last(log: pd.DataFrame, columns: Sequence[str] = SUMMARY_COLUMNS, window: int = 3) -> pd.DataFrame:
+    """Mean of each column over its first and last `window` logged values, and the change."""
+    rows = []
+    for column in columns:
+        values = log[column].dropna() if column in log else pd.Series(dtype=float)
+        if values.empty:
+            continue
+        first, last = values.iloc[:window], values.iloc[-window:]
+        rows.append({"metric": column, "first_steps": f"{first.index[0]}-{first.index[-1]}", "first": first.mean(),
+                     "last_steps": f"{last.index[0]}-{last.index[-1]}", "last": last.mean(),
+                     "change": last.mean() - first.mean()})
+    return pd.DataFrame(rows)
+
+
+def _panel(ax, log: pd.DataFrame, curves: dict[str, str], smooth: int, ylabel: str) -> None:
+    for column, label in curves.items():
+        values = log[column].dropna() if column in log else pd.Series(dtype=float)
+        if values.empty:
+            continue  # an answer outside the trained subset is never generated
+        (line,) = ax.plot(values.index, values.rolling(smooth, center=True, min_periods=1).mean(), label=label)
+        ax.plot(values.index, values, color=line.get_color(), alpha=0.25, linewidth=0.8)
+    ax.set_xlabel("training step")
+    ax.set_ylabel(ylabel)
+    ax.legend(frameon=False)
+
+
+def plot_training_dynamics(log: pd.DataFrame, smooth: int = 5, unit: str = "tokens",
+                           title: str | None = None) -> plt.Figure:
+    """Figure 4: (a) answer rewards (F1) of o_f, o_r, o_e; (b) lengths of the reason, extract and answer
+    parts of the rollout. Faint lines are the logged values, solid lines their rolling mean."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    _panel(left, log, ANSWER_CURVES, smooth, "answer reward (F1)")
+    left.set_title("(a) answer rewards")
+    _panel(right, log, LENGTH_CURVES, smooth, f"mean length ({unit})")
+    right.set_title("(b) response lengths")
+    if title:
+        fig.suptitle(title)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,83 @@
+"""The per-step files of a training run, read by the notebooks.
+
+`train_log.jsonl` has one row per optimisation step:
+
+    step, epoch, wall_time
+    f1_rationale, f1_evidence, f1_full       answer rewards R_r^ans, R_e^ans, R_f^ans (F1 of o_r, o_e, o_f)
+    em_rationale, em_evidence, em_full       EM of the same answers
+    reward_length_rationale, reward_length_evidence, reward_format, reward_final
+    len_reason, len_extract, len_answer      mean lengths of r, e, o_f (rewards.length_unit)
+    passages_length                          mean L_P
+    kl, clip_frac, std_clip_frac             KL to the reference, fraction of clipped tokens (PPO ε),
+                                             fraction of groups whose std was floored at ε_std
+    loss, grad_norm, learning_rate, entropy, completion_length, truncated_frac, step_time
+
+`dev_eval.jsonl` has one row per dev evaluation (greedy decoding, the same terms without the TRL ones).
+Answers outside the training answer subset are not generated during training: their columns are null.
+Both files are appended line by line and, on resume, cut back to the steps of the checkpoint resumed from.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+import pandas as pd
+
+from repro.io import write_jsonl
+
+TRL_COLUMNS = {  # key in TRL's logs -> column of train_log.jsonl
+    "kl": "kl", "clip_ratio/region_mean": "clip_frac", "loss": "loss", "grad_norm": "grad_norm",
+    "learning_rate": "learning_rate", "entropy": "entropy", "completions/mean_length": "completion_length",
+    "completions/clipped_ratio": "truncated_frac", "step_time": "step_time", "epoch": "epoch",
+}
+EVIOMNI_PREFIX = "eviomni/"
+
+
+def train_log_row(logs: dict, step: int, wall_time: float) -> dict:
+    """The train_log.jsonl row of one TRL `on_log` call."""
+    row = {"step": step, "wall_time": wall_time}
+    row |= {key.removeprefix(EVIOMNI_PREFIX): value for key, value in logs.items() if key.startswith(EVIOMNI_PREFIX)}
+    row |= {column: logs.get(key) for key, column in TRL_COLUMNS.items()}
+    return {k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in row.items()}
+
+
+class StepLog:
+    """A jsonl file of rows with a `step`, appended durably and cut back on resume."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def rows(self) -> list[dict]:
+        """The complete rows; a last line cut off by a crash is ignored."""
+        if not self.path.exists():
+            return []
+        rows = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError:
+                break
+        return rows
+
+    def truncate(self, last_step: int) -> None:
+        """Keep the rows up to `last_step` (the step a resumed run restarts from), atomically."""
+        if self.path.exists():
+            write_jsonl(self.path, [r for r in self.rows() if r["step"] <= last_step])
+
+    def append(self, row: dict) -> None:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(json.dumps(row, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+
+def read_log(path: str | os.PathLike) -> pd.DataFrame:
+    """A train_log.jsonl or dev_eval.jsonl as a frame indexed by step."""
+    rows = StepLog(path).rows()
+    if not rows:
+        raise FileNotFoundError(f"{path}: no log rows (has the run started?)")
+    return pd.DataFrame(rows).set_index("step")

@@ -1,0 +1,91 @@
+"""R^final of Eq. 5 as a TRL reward function, and the per-rollout scores the training log and the dev
+evaluation report.
+
+The reward is a pure function of the rollout and the answers o_r, o_e that `EviOmniTrainer` generated
+for it (dataset columns `o_r`, `o_e`; None when the answer subset does not use them). Every term comes from
+`repro.rewards`; this module only maps TRL's call convention onto it and summarises the terms.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from repro import metrics, rewards, tags
+from repro.config import RewardsConfig
+from repro.train.rollout import completion_text, parse_rollout
+
+ANSWERS = rewards.ANSWER_KEYS  # rationale (o_r), evidence (o_e), full (o_f)
+
+
+@dataclasses.dataclass(frozen=True)
+class RolloutScore:
+    """Every reward term of one rollout plus EM and lengths. Answer scores of an answer that was not
+    generated (outside the answer subset) are NaN."""
+
+    f1: dict[str, float]
+    em: dict[str, float]
+    length_rationale: float
+    length_evidence: float
+    format: float
+    final: float
+    len_reason: int
+    len_extract: int
+    len_answer: int
+    passages_length: float
+
+    def summary(self) -> dict[str, float]:
+        """Flat metric names, as logged per step (`train_log.jsonl`) and per dev evaluation."""
+        row = {f"f1_{k}": v for k, v in self.f1.items()} | {f"em_{k}": v for k, v in self.em.items()}
+        return row | {"reward_length_rationale": self.length_rationale, "reward_length_evidence": self.length_evidence,
+                      "reward_format": self.format, "reward_final": self.final, "len_reason": self.len_reason,
+                      "len_extract": self.len_extract, "len_answer": self.len_answer,
+                      "passages_length": self.passages_length}
+
+
+def score_rollout(text: str, o_r: str | None, o_e: str | None, golden_answers: Sequence[str],
+                  passages_length: float, cfg: RewardsConfig, tokenizer) -> RolloutScore:
+    """All terms of Eq. 5 for one rollout; o_f is the rollout's own answer (see repro.train.rollout)."""
+    rollout = parse_rollout(text)
+    outputs = {"rationale": o_r, "evidence": o_e, "full": rollout.answer}
+    missing = [k for k in cfg.answer_subset if outputs[k] is None]
+    if missing:
+        raise ValueError(f"the answer subset {list(cfg.answer_subset)} needs the answers {missing}")
+    breakdown = rewards.score_response(text, [o or "" for o in outputs.values()], golden_answers,
+                                       passages_length, cfg, tokenizer)
+    f1 = {k: (breakdown.answer[k] if outputs[k] is not None else math.nan) for k in ANSWERS}
+    em = {k: (metrics.exact_match(tags.extract_answer(o), golden_answers) if o is not None else math.nan)
+          for k, o in outputs.items()}
+    return RolloutScore(f1, em, breakdown.rationale_length, breakdown.evidence_length, breakdown.format,
+                        breakdown.final, breakdown.L_r, breakdown.L_e,
+                        metrics.text_length(rollout.answer, cfg.length_unit, tokenizer), breakdown.L_P)
+
+
+def mean_summary(scores: Sequence[RolloutScore]) -> dict[str, float]:
+    """Mean of every summary metric over `scores` (NaN for an answer no score has)."""
+    rows = [s.summary() for s in scores]
+    with np.errstate(invalid="ignore"):
+        return {k: float(np.nanmean([r[k] for r in rows])) if any(not math.isnan(r[k]) for r in rows)
+                else math.nan for k in rows[0]}
+
+
+class EviOmniReward:
+    """TRL reward function: R^final per completion. Also reports every term through TRL's `log_metric`,
+    under `eviomni/<name>`, which is how they reach the per-step log."""
+
+    __name__ = "eviomni"
+
+    def __init__(self, cfg: RewardsConfig, tokenizer):
+        self.cfg, self.tokenizer = cfg, tokenizer
+
+    def __call__(self, completions: list, golden_answers: list, passages_length: list, o_r: list, o_e: list,
+                 log_metric: Callable[[str, float], None] | None = None, **_) -> list[float]:
+        scores = [score_rollout(completion_text(c), r, e, gold, lp, self.cfg, self.tokenizer)
+                  for c, r, e, gold, lp in zip(completions, o_r, o_e, golden_answers, passages_length, strict=True)]
+        if log_metric is not None:
+            for name, value in mean_summary(scores).items():
+                log_metric(f"eviomni/{name}", value)
+        return [s.final for s in scores]

@@ -1,0 +1,256 @@
+"""One call trains the extractor of a profile: `train_extractor(cfg)` (§3, App. A.2).
+
+A run directory (default `data/<profile>/train/eviomni`) holds
+
+    checkpoints/checkpoint-<step>/   TRL/transformers checkpoints (model, optimizer, RNG, trainer state)
+    train_log.jsonl, dev_eval.jsonl  per-step and per-checkpoint logs (repro.train.logs)
+    extractor/                       the selected checkpoint as a plain model directory (model + tokenizer),
+                                     loadable by repro.generation like any other extractor
+    selection.json                   which step was selected, on which metric, with which value
+    run_config.json                  everything the run depends on, with its fingerprint
+
+Re-running with the same configuration resumes from the last checkpoint (a killed run continues where
+it stopped); a different configuration discards the directory's checkpoints and starts afresh, as DVC
+would for a changed stage. With `train.accelerate_config` set, the run is launched in worker processes
+through `accelerate launch` (multi-GPU, DeepSpeed); otherwise it runs in this process.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+import yaml
+from datasets import Dataset
+from transformers import AutoTokenizer, TrainerCallback, TrainerState
+from transformers.trainer_utils import get_last_checkpoint
+from trl import GRPOConfig
+
+from repro.assets import resolve
+from repro.config import Profile, TrainConfig
+from repro.data import layout
+from repro.io import write_json
+from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
+from repro.train.data import split_rows
+from repro.train.reward import EviOmniReward
+from repro.train.trainer import EviOmniTrainer
+
+RUN_STATE_FILES = {"optimizer.pt", "scheduler.pt", "scaler.pt", "trainer_state.json", "training_args.bin"}
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainRun:
+    """The files of one run directory (see the module docstring)."""
+
+    root: Path
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def extractor(self) -> Path:
+        return self.root / "extractor"
+
+    @property
+    def train_log(self) -> Path:
+        return self.root / "train_log.jsonl"
+
+    @property
+    def dev_log(self) -> Path:
+        return self.root / "dev_eval.jsonl"
+
+    @property
+    def selection_file(self) -> Path:
+        return self.root / "selection.json"
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "run_config.json"
+
+    def selection(self) -> dict:
+        return json.loads(self.selection_file.read_text(encoding="utf-8"))
+
+
+def run_dir(profile: str, name: str = "eviomni") -> Path:
+    """Where a profile's training run `name` lives (ablation runs use their own names)."""
+    return layout.profile_dir(profile) / "train" / name
+
+
+def _train_config(cfg: Profile, max_steps: int | None) -> TrainConfig:
+    if cfg.train is None:
+        raise ValueError(f"profile {cfg.name} has no train section")
+    return cfg.train if max_steps is None else dataclasses.replace(cfg.train, max_steps=max_steps)
+
+
+def _rewards_config(cfg: Profile, answer_subset: Sequence[str] | None):
+    return cfg.rewards if answer_subset is None else dataclasses.replace(cfg.rewards, answer_subset=tuple(answer_subset))
+
+
+def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool = True) -> GRPOConfig:
+    """TRL's config for a profile: the paper's values (lr, β, ε) and ours for what it omits (decisions T2-T5)."""
+    return GRPOConfig(
+        output_dir=str(output_dir), seed=cfg.seed, data_seed=cfg.seed, report_to="none",
+        learning_rate=train.learning_rate, beta=train.beta, epsilon=train.epsilon, loss_type=train.loss_type,
+        num_generations=train.num_generations, per_device_train_batch_size=train.per_device_batch_size,
+        gradient_accumulation_steps=train.gradient_accumulation_steps,
+        steps_per_generation=train.steps_per_generation, num_iterations=train.num_iterations,
+        max_completion_length=train.max_completion_length, temperature=train.temperature, top_p=train.top_p,
+        num_train_epochs=train.epochs, max_steps=train.max_steps, lr_scheduler_type=train.lr_scheduler,
+        warmup_steps=train.warmup_steps, weight_decay=train.weight_decay, max_grad_norm=train.max_grad_norm,
+        bf16=train.bf16, fp16=False, gradient_checkpointing=train.gradient_checkpointing,
+        use_cpu=not torch.cuda.is_available(), disable_dropout=True, dataloader_num_workers=0,
+        model_init_kwargs={"dtype": cfg.models.dtype},
+        use_vllm=train.use_vllm, vllm_mode=train.vllm_mode, vllm_gpu_memory_utilization=train.vllm_gpu_memory_utilization,
+        vllm_tensor_parallel_size=train.vllm_tensor_parallel_size, vllm_max_model_length=train.vllm_max_model_length,
+        logging_steps=1, save_strategy="steps", save_steps=train.save_steps, save_total_limit=train.save_total_limit,
+        disable_tqdm=not progress,
+    )
+
+
+def _fingerprint(config: dict) -> str:
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _prepare_run_dir(run: TrainRun, config: dict, is_main: bool) -> None:
+    """Keep the run directory when it belongs to `config` (resume), else clear it."""
+    fingerprint = _fingerprint(config)
+    if not is_main:
+        return
+    if run.config_file.exists() and json.loads(run.config_file.read_text())["fingerprint"] != fingerprint:
+        warnings.warn(f"{run.root} holds a run of another configuration; its checkpoints are discarded")
+        shutil.rmtree(run.root)
+    if not run.config_file.exists():
+        write_json(run.config_file, {"fingerprint": fingerprint, **config})
+
+
+def export_checkpoint(checkpoint: Path, out: Path) -> None:
+    """Copy a checkpoint's model and tokenizer files (no optimizer/RNG/trainer state) to `out`, atomically:
+    the new directory is complete before it replaces the old one."""
+    tmp, old = out.with_name(f".{out.name}.tmp"), out.with_name(f".{out.name}.old")
+    for stale in (tmp, old):
+        shutil.rmtree(stale, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    for item in checkpoint.iterdir():
+        if item.is_file() and item.name not in RUN_STATE_FILES and not item.name.startswith("rng_state"):
+            shutil.copy2(item, tmp / item.name)
+    if out.exists():
+        out.rename(old)
+    tmp.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _export_selected(state: TrainerState, run: TrainRun, metric: str) -> None:
+    step = state.best_global_step or state.global_step
+    checkpoint = run.checkpoints / f"checkpoint-{step}"
+    export_checkpoint(checkpoint, run.extractor)
+    write_json(run.selection_file, {"metric": metric, "value": state.best_metric, "step": step,
+                                    "checkpoint": str(checkpoint), "extractor": str(run.extractor),
+                                    "last_step": state.global_step})
+
+
+def _finished_state(checkpoint: str | None) -> TrainerState | None:
+    """The trainer state of `checkpoint` if it is the end of its run (transformers would train on)."""
+    if checkpoint is None:
+        return None
+    state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+    return state if state.global_step >= state.max_steps else None
+
+
+def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_rows: Sequence[dict], *,
+                  answer_subset: Sequence[str] | None = None, max_steps: int | None = None, progress: bool = True,
+                  callbacks: Sequence[TrainerCallback] = ()) -> EviOmniTrainer:
+    """The trainer of a run on `train_rows`, selecting on `dev_rows` (rows of repro.train.data); clears the run
+    directory first if it holds a run of another configuration."""
+    train, rewards_cfg = _train_config(cfg, max_steps), _rewards_config(cfg, answer_subset)
+    model_path = resolve(cfg.models.extractor, cfg.name)
+    tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
+    args = grpo_args(cfg, train, run.checkpoints, progress)
+    config = {"profile": cfg.name, "seed": cfg.seed, "extractor": cfg.models.extractor, "dtype": cfg.models.dtype,
+              "train": dataclasses.asdict(train), "rewards": dataclasses.asdict(rewards_cfg),
+              "train_rows": _fingerprint(list(train_rows)), "dev_rows": _fingerprint(list(dev_rows)),
+              "processes": args.world_size}
+    _prepare_run_dir(run, config, args.process_index == 0)
+    trainer = EviOmniTrainer(
+        model=model_path, reward_funcs=[EviOmniReward(rewards_cfg, tokenizer)], args=args,
+        train_dataset=Dataset.from_list(list(train_rows)), processing_class=tokenizer,
+        rewards_config=rewards_cfg, max_answer_length=train.max_answer_length, sample_answers=train.sample_answers)
+    trainer.add_callback(TrainLogCallback(run.train_log))
+    trainer.add_callback(DevSelectionCallback(trainer, dev_rows, train.selection_metric, run.dev_log,
+                                              evaluate_initial=train.evaluate_initial))
+    for callback in callbacks:
+        trainer.add_callback(callback)
+    return trainer
+
+
+def fit(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_rows: Sequence[dict], *,
+        answer_subset: Sequence[str] | None = None, max_steps: int | None = None, progress: bool = True,
+        callbacks: Sequence[TrainerCallback] = ()) -> TrainRun:
+    """Train (resuming from the run's last checkpoint if there is one) and export the selected extractor."""
+    trainer = build_trainer(cfg, run, train_rows, dev_rows, answer_subset=answer_subset, max_steps=max_steps,
+                            progress=progress, callbacks=callbacks)
+    checkpoint = get_last_checkpoint(str(run.checkpoints)) if run.checkpoints.is_dir() else None
+    state = _finished_state(checkpoint)
+    if state is None:
+        trainer.train(resume_from_checkpoint=checkpoint)
+        state = trainer.state
+    if trainer.accelerator.is_main_process:
+        _export_selected(state, run, _train_config(cfg, max_steps).selection_metric)
+    trainer.accelerator.wait_for_everyone()
+    return run
+
+
+def train_in_process(cfg: Profile, root: str | Path | None = None, *, answer_subset: Sequence[str] | None = None,
+                     max_steps: int | None = None, progress: bool = True) -> TrainRun:
+    """Train on the profile's train split and select on its dev split, in this process."""
+    train = _train_config(cfg, max_steps)
+    tokenizer = AutoTokenizer.from_pretrained(resolve(cfg.models.extractor, cfg.name))
+    train_rows = split_rows(cfg, "train", tokenizer, train.max_train_questions)
+    dev_rows = split_rows(cfg, "dev", tokenizer, train.dev_max_questions)
+    run = TrainRun(Path(root) if root is not None else run_dir(cfg.name))
+    return fit(cfg, run, train_rows, dev_rows, answer_subset=answer_subset, max_steps=max_steps, progress=progress)
+
+
+def write_profile(cfg: Profile, path: Path) -> None:
+    """`cfg` as a one-profile params file, so that worker processes load exactly this profile."""
+    body = json.loads(json.dumps({k: v for k, v in dataclasses.asdict(cfg).items() if k != "name"}))
+    path.write_text(yaml.safe_dump({"profile": cfg.name, "profiles": {cfg.name: body}}, sort_keys=False))
+
+
+def cli_args(cfg: Profile, root: Path, params: Path, answer_subset: Sequence[str] | None,
+             max_steps: int | None) -> list[str]:
+    args = ["--params", str(params), "--profile", cfg.name, "--run-dir", str(root)]
+    if answer_subset is not None:
+        args += ["--answer-subset", ",".join(answer_subset)]
+    if max_steps is not None:
+        args += ["--max-steps", str(max_steps)]
+    return args
+
+
+def train_extractor(cfg: Profile, root: str | Path | None = None, *, answer_subset: Sequence[str] | None = None,
+                    max_steps: int | None = None, accelerate_config: str | None = None) -> TrainRun:
+    """Train the extractor of `cfg` (the Table 3 ablation passes `answer_subset`); returns the run.
+
+    Runs in this process, or under `accelerate launch --config_file <accelerate_config>` (default:
+    `train.accelerate_config` of the profile) for multi-process training."""
+    accelerate_config = accelerate_config or _train_config(cfg, max_steps).accelerate_config
+    root = Path(root) if root is not None else run_dir(cfg.name)
+    if accelerate_config is None:
+        return train_in_process(cfg, root, answer_subset=answer_subset, max_steps=max_steps)
+    root.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
+        params = Path(tmp) / "params.yaml"
+        write_profile(cfg, params)
+        command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_config),
+                   "-m", "repro.train", *cli_args(cfg, root, params, answer_subset, max_steps)]
+        subprocess.run(command, check=True)
+    return TrainRun(root)

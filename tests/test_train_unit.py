@@ -1,0 +1,114 @@
+"""Unit tests of the EviOmni trainer's own pieces (no model): advantages, masked contexts, reward, logs."""
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+from transformers import AutoTokenizer
+
+from repro import prompts, rewards
+from repro.config import RewardsConfig
+from repro.train.logs import StepLog, read_log, train_log_row
+from repro.train.reward import EviOmniReward, score_rollout
+from repro.train.rollout import answer_contexts, masked_targets, parse_rollout
+from repro.train.trainer import std_clipped_advantages
+
+QUESTION = "Who designed the Eiffel Tower?"
+PASSAGES = prompts.format_passages([{"title": "Eiffel Tower", "text": "PASSAGE-FACT Gustave Eiffel's company."},
+                                    {"title": "Paris", "text": "PASSAGE-OTHER capital of France."}])
+ROLLOUT = ("<reason>REASON-TEXT passage 1 names the company</reason>"
+           "<extract>EVIDENCE-TEXT Gustave Eiffel</extract><answer>Gustave Eiffel</answer>")
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_llama_dir):
+    return AutoTokenizer.from_pretrained(tiny_llama_dir)
+
+
+def test_advantages_follow_eq7_per_group_with_population_std():
+    normal = [0.0, 1.0, 0.0, 1.0]  # population std 0.5: advantages ±1
+    clipped = [0.49, 0.51, 0.49, 0.51]  # the paper's example: std 0.01 < ε_std = 0.1, so ±0.01 / 0.1
+    equal = [0.3, 0.3, 0.3, 0.3]  # zero spread: zero advantages
+    advantages, clip_frac = std_clipped_advantages(torch.tensor(normal + clipped + equal), 4, 0.1)
+    expected = [-1, 1, -1, 1] + [-0.1, 0.1, -0.1, 0.1] + [0, 0, 0, 0]
+    torch.testing.assert_close(advantages, torch.tensor(expected, dtype=torch.float32))
+    assert clip_frac == pytest.approx(2 / 3)  # the clipped and the all-equal group
+
+
+def test_advantages_use_the_population_not_the_sample_std():
+    values = np.array([0.2, 0.5, 0.9])
+    advantages, clip_frac = std_clipped_advantages(torch.tensor(values), 3, 0.1)
+    np.testing.assert_allclose(advantages.numpy(), (values - values.mean()) / values.std(ddof=0), rtol=1e-6)
+    assert clip_frac == 0.0
+
+
+def test_rollout_parts_and_o_f_is_the_rollout_answer():
+    rollout = parse_rollout(ROLLOUT)
+    assert rollout.rationale.startswith("REASON-TEXT") and rollout.evidence == "EVIDENCE-TEXT Gustave Eiffel"
+    assert rollout.answer == "Gustave Eiffel" and rollout.well_formatted
+    assert parse_rollout("<reason>only a rationale").answer == ""  # no <answer>: no o_f
+
+
+def test_masked_contexts_hold_exactly_what_eq4_says(tokenizer):
+    cfg = RewardsConfig()
+    o_r, o_e = answer_contexts(QUESTION, PASSAGES, parse_rollout(ROLLOUT), ("rationale", "evidence"), cfg)
+    text_r, text_e = o_r.render(tokenizer), o_e.render(tokenizer)
+    # o_r = M(· | q, P, r, [e masked])
+    assert QUESTION in text_r and "PASSAGE-FACT" in text_r and "PASSAGE-OTHER" in text_r
+    assert "REASON-TEXT" in text_r and "EVIDENCE-TEXT" not in text_r
+    assert text_r.endswith("</reason><extract></extract><answer>")
+    # o_e = M(· | q, [P masked], [r masked], e)
+    assert QUESTION in text_e and "EVIDENCE-TEXT" in text_e
+    assert "PASSAGE-FACT" not in text_e and "PASSAGE-OTHER" not in text_e and "REASON-TEXT" not in text_e
+    assert text_e.endswith("<reason></reason><extract>EVIDENCE-TEXT Gustave Eiffel</extract><answer>")
+    # hard masking: each context is tokenised from its own text (prefilled from scratch)
+    assert o_e.token_ids(tokenizer) == tokenizer.encode(text_e, add_special_tokens=False)
+
+
+def test_only_the_masked_answers_of_the_subset_are_generated():
+    assert masked_targets(("rationale", "evidence", "full")) == ("rationale", "evidence")
+    assert masked_targets(("evidence", "full")) == ("evidence",)
+    assert masked_targets(("full",)) == ()
+    with pytest.raises(ValueError):
+        answer_contexts(QUESTION, PASSAGES, parse_rollout(ROLLOUT), ("full",), RewardsConfig())
+
+
+def test_reward_is_eq5_of_the_three_answers(tokenizer):
+    cfg = RewardsConfig()
+    score = score_rollout(ROLLOUT, "Gustave Eiffel</answer>", "Paris</answer>", ["Gustave Eiffel"], 200, cfg,
+                          tokenizer)
+    assert score.f1 == {"rationale": 1.0, "evidence": 0.0, "full": 1.0}
+    assert score.format == 1.0 and score.em["full"] == 1.0
+    r_len = rewards.rationale_length_reward(score.len_reason, score.len_extract, cfg.tau)
+    e_len = rewards.evidence_length_reward(score.len_extract, 200, cfg.gamma, cfg.omega)
+    assert score.final == pytest.approx(0.8 * 2 / 3 + 0.1 * (r_len + e_len) / 2 + 0.1)
+
+
+def test_reward_function_of_a_subset_ignores_answers_it_did_not_generate(tokenizer):
+    logged = {}
+    reward = EviOmniReward(RewardsConfig(answer_subset=("full",)), tokenizer)
+    completions = [[{"role": "assistant", "content": ROLLOUT}], [{"role": "assistant", "content": "no tags"}]]
+    values = reward(completions, golden_answers=[["Gustave Eiffel"]] * 2, passages_length=[200, 200],
+                    o_r=[None, None], o_e=[None, None], log_metric=logged.__setitem__)
+    assert values[0] > values[1]
+    assert math.isnan(logged["eviomni/f1_rationale"]) and logged["eviomni/f1_full"] == 0.5
+    assert logged["eviomni/reward_format"] == 0.5
+
+
+def test_train_log_rows_and_resume_truncation(tmp_path):
+    logs = {"loss": 0.1, "kl": 0.02, "clip_ratio/region_mean": 0.0, "eviomni/reward_final": 0.4,
+            "eviomni/f1_rationale": float("nan"), "completions/mean_length": 12.0, "epoch": 0.5}
+    row = train_log_row(logs, step=3, wall_time=1.0)
+    assert row["reward_final"] == 0.4 and row["clip_frac"] == 0.0 and row["completion_length"] == 12.0
+    assert row["f1_rationale"] is None and row["step"] == 3
+    log = StepLog(tmp_path / "train_log.jsonl")
+    for step in (1, 2, 3):
+        log.append({"step": step, "reward_final": step / 10})
+    with open(log.path, "a") as f:
+        f.write('{"step": 4, "rew')  # a line cut off by a kill
+    assert [r["step"] for r in log.rows()] == [1, 2, 3]
+    log.truncate(2)  # resuming from checkpoint-2
+    assert [json.loads(line)["step"] for line in log.path.read_text().splitlines()] == [1, 2]
+    assert read_log(log.path)["reward_final"].tolist() == [0.1, 0.2]
