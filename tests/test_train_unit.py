@@ -9,7 +9,7 @@ import torch
 from transformers import AutoTokenizer
 
 from repro import prompts, rewards
-from repro.config import RewardsConfig
+from repro.config import ConfigError, RewardsConfig, TrainConfig, load_profile, profile_names
 from repro.train.logs import StepLog, read_log, train_log_row
 from repro.train.reward import EviOmniReward, score_rollout
 from repro.train.rollout import answer_contexts, masked_targets, parse_rollout
@@ -112,3 +112,12 @@ def test_train_log_rows_and_resume_truncation(tmp_path):
     log.truncate(2)  # resuming from checkpoint-2
     assert [json.loads(line)["step"] for line in log.path.read_text().splitlines()] == [1, 2]
     assert read_log(log.path)["reward_final"].tolist() == [0.1, 0.2]
+
+
+def test_profiles_carry_the_papers_grpo_settings_and_a_resumable_checkpoint_policy():
+    for name in ("paper-1.5b", "paper-7b"):
+        train = load_profile(name).train
+        assert (train.learning_rate, train.beta, train.epsilon, train.epochs) == (1e-6, 0.01, 0.2, 1.0)
+    assert all(load_profile(name).train is not None for name in profile_names())
+    with pytest.raises(ConfigError, match="save_total_limit"):  # limit 1 would delete the last checkpoint
+        TrainConfig(dataset="nq", save_total_limit=1)

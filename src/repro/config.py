@@ -187,7 +187,7 @@ class TrainConfig:
     bf16: bool = False  # bf16 autocast (GPU, or CPUs with AMX)
     gradient_checkpointing: bool = False
     save_steps: int = 100  # checkpoint (and dev evaluation) every N steps, and at the end
-    save_total_limit: int | None = 2  # checkpoints kept besides the best one
+    save_total_limit: int | None = 2  # checkpoints kept (the last and the best always are); >= 2 or None
     dev_max_questions: int | None = None  # first N dev questions for model selection (None: all)
     selection_metric: typing.Literal[
         "f1_evidence", "em_evidence", "f1_full", "em_full", "f1_rationale", "em_rationale", "reward_final"
@@ -208,6 +208,9 @@ class TrainConfig:
         bad = [name for name in positive if not getattr(self, name) > 0]
         if bad or self.beta < 0 or self.epsilon <= 0 or not 0 < self.top_p <= 1:
             raise ConfigError(f"train: need positive {bad or positive}, beta >= 0, epsilon > 0, 0 < top_p <= 1")
+        if self.save_total_limit is not None and self.save_total_limit < 2:
+            # transformers keeps only the best checkpoint at the end when the limit is 1: the run could not resume
+            raise ConfigError("train.save_total_limit must be >= 2 (or null) so the last and the best both stay")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -51,9 +51,8 @@ class EviOmniTrainer(GRPOTrainer):
     def __init__(self, *args, rewards_config: RewardsConfig, max_answer_length: int, sample_answers: bool = True,
                  **kwargs):
         super().__init__(*args, **kwargs)
-        (reward,) = self.reward_funcs
-        if not isinstance(reward, EviOmniReward):
-            raise TypeError(f"EviOmniTrainer scores with one EviOmniReward, got {type(reward).__name__}")
+        if len(self.reward_funcs) != 1 or not isinstance(self.reward_funcs[0], EviOmniReward):
+            raise TypeError(f"EviOmniTrainer scores with one EviOmniReward, got {self.reward_funcs}")
         self.rewards_config = rewards_config
         self.max_answer_length = max_answer_length
         self.sample_answers = sample_answers
