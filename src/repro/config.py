@@ -214,6 +214,34 @@ class TrainConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class AgenticConfig:
+    """Search-R1 with and without the evidence extractor (§4.7-4.8, Algorithm 2, Tables 5-6; repro.agentic).
+    The paper gives the agents, E5 over wiki-18, 4 actions and 500 sampled items per dataset; the rest follows
+    Search-R1's evaluation settings or is ours (docs/decisions.md)."""
+
+    datasets: list[str]  # data.datasets entries (Table 5's columns); the agent always retrieves from the corpus
+    split: str = "test"  # the paper's "test or development set" (HotpotQA/2Wiki/MuSiQue map test -> dev)
+    n_items: int | None = 500  # items sampled per dataset with `seed` (None: all)
+    seed: int = 0
+    max_actions: int = 4  # §4.7; Search-R1's max_turns, followed by one final step without search
+    topk: int = 3  # passages per search: Search-R1's default; the paper does not state it (#39)
+    max_new_tokens: int = 500  # agent tokens per turn (Search-R1's max_response_length)
+    max_obs_tokens: int = 500  # observation tokens kept per turn (Search-R1's max_obs_length)
+    extractor: str | None = None  # null: models.released_extractor if set, else models.extractor; or a checkpoint dir
+    extractor_max_new_tokens: int = 768  # the extractor's reasoning + evidence, stopped at </extract>
+    backend: typing.Literal["transformers", "vllm"] = "transformers"
+    batch_size: int = 8  # prompts per forward batch (transformers backend)
+    agent_options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)  # extra make_generator kwargs
+    extractor_options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)  # e.g. vLLM memory share
+    search_url: str | None = None  # a Search-R1-compatible POST /retrieve URL; null: retrieval.agentic in process
+
+    def __post_init__(self):
+        positive = ("max_actions", "topk", "max_new_tokens", "max_obs_tokens", "extractor_max_new_tokens", "batch_size")
+        if not self.datasets or any(getattr(self, name) < 1 for name in positive) or (self.n_items or 1) < 1:
+            raise ConfigError(f"agentic: need datasets, and {', '.join(positive)} and n_items >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -224,6 +252,7 @@ class Profile:
     retrieval: RetrievalConfig | None = None
     noise: NoiseConfig | None = None
     train: TrainConfig | None = None  # GRPO training of the extractor (repro.train)
+    agentic: AgenticConfig | None = None  # Tables 5-6 (repro.agentic)
 
 
 def _is_optional(tp: Any) -> bool:
