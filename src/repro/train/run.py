@@ -36,7 +36,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOConfig
 
 from repro.assets import resolve
-from repro.config import Profile, TrainConfig
+from repro.config import Profile, RewardsConfig, TrainConfig
 from repro.data import layout
 from repro.io import write_json
 from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
@@ -92,12 +92,15 @@ def _train_config(cfg: Profile, max_steps: int | None) -> TrainConfig:
     return cfg.train if max_steps is None else dataclasses.replace(cfg.train, max_steps=max_steps)
 
 
-def _rewards_config(cfg: Profile, answer_subset: Sequence[str] | None):
-    return cfg.rewards if answer_subset is None else dataclasses.replace(cfg.rewards, answer_subset=tuple(answer_subset))
+def _rewards_config(cfg: Profile, answer_subset: Sequence[str] | None) -> RewardsConfig:
+    if answer_subset is None:
+        return cfg.rewards
+    return dataclasses.replace(cfg.rewards, answer_subset=tuple(answer_subset))
 
 
 def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool = True) -> GRPOConfig:
-    """TRL's config for a profile: the paper's values (lr, β, ε) and ours for what it omits (decisions T2-T5)."""
+    """TRL's config for a profile: the paper's values (lr, β, ε) and ours for what it omits
+    (decisions T3-T5, T7, T8, T12)."""
     return GRPOConfig(
         output_dir=str(output_dir), seed=cfg.seed, data_seed=cfg.seed, report_to="none",
         learning_rate=train.learning_rate, beta=train.beta, epsilon=train.epsilon, loss_type=train.loss_type,
@@ -110,8 +113,9 @@ def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool
         bf16=train.bf16, fp16=False, gradient_checkpointing=train.gradient_checkpointing,
         use_cpu=not torch.cuda.is_available(), disable_dropout=True, dataloader_num_workers=0,
         model_init_kwargs={"dtype": cfg.models.dtype},
-        use_vllm=train.use_vllm, vllm_mode=train.vllm_mode, vllm_gpu_memory_utilization=train.vllm_gpu_memory_utilization,
-        vllm_tensor_parallel_size=train.vllm_tensor_parallel_size, vllm_max_model_length=train.vllm_max_model_length,
+        use_vllm=train.use_vllm, vllm_mode=train.vllm_mode, vllm_tensor_parallel_size=train.vllm_tensor_parallel_size,
+        vllm_gpu_memory_utilization=train.vllm_gpu_memory_utilization,
+        vllm_max_model_length=train.vllm_max_model_length,
         logging_steps=1, save_strategy="steps", save_steps=train.save_steps, save_total_limit=train.save_total_limit,
         disable_tqdm=not progress,
     )
