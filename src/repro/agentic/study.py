@@ -1,0 +1,265 @@
+"""The agentic study of §4.7-4.8 on one profile: every agent of `models.agents` on `n_items` sampled items of
+each dataset, without and with the evidence extractor; per-item trajectories, then Tables 5 and 6.
+
+    summary = run_study(cfg, out_dir)                  # writes trajectories/<agent>/<condition>/<dataset>.jsonl
+    table5 = table5_layout(summary, cfg)               # EM and CR per dataset, the paper's rows beside
+    table6 = table6_layout(summary, cfg)               # average number of searches
+
+CR of one trajectory is Σ L(retrieved) / Σ L(evidence) over its searches (see repro.agentic.trajectory);
+a dataset's CR is the mean over trajectories that searched at least once (the ratio of the summed lengths is
+reported beside it, D14); the condition without the extractor has CR 1 by definition.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import random
+from collections.abc import Iterator
+from pathlib import Path
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+import seaborn as sns
+
+from repro.agentic.extractor import EvidenceExtractor
+from repro.agentic.loop import AgentSettings, run_agent
+from repro.agentic.search import LocalSearch, RetrievalClient, Search
+from repro.agentic.trajectory import Trajectory, compression
+from repro.assets import resolve
+from repro.config import AgenticConfig, ConfigError, Profile
+from repro.data import layout
+from repro.data.build import open_corpus
+from repro.data.corpus import PassageStore
+from repro.data.qa import read_qa
+from repro.generation import Generator, make_generator
+from repro.io import read_jsonl, write_jsonl
+from repro.metrics import corpus_compression_ratio, text_length
+from repro.paper import PAPER_DIR, TABLE_FILES, load_paper_tables
+from repro.retrieval.run import RetrievalSession
+
+CONDITIONS = ("without", "with")  # the agent alone; the agent with the extractor (Algorithm 2)
+TRAJECTORIES_DIR = "trajectories"
+
+
+def agentic_config(cfg: Profile) -> AgenticConfig:
+    if cfg.agentic is None:
+        raise ConfigError(f"profile {cfg.name} has no agentic section")
+    known = {d.name for d in cfg.data.datasets}
+    if unknown := [d for d in cfg.agentic.datasets if d not in known]:
+        raise ConfigError(f"agentic.datasets: {unknown} are not data.datasets entries ({sorted(known)})")
+    return cfg.agentic
+
+
+def extractor_ref(cfg: Profile) -> str:
+    """agentic.extractor if set (a trained checkpoint, or the paper's EviOmni-7B); else the released EviOmni
+    checkpoint if the profile names one; else the profile's extractor model, prompted with Table 14."""
+    return cfg.agentic.extractor or cfg.models.released_extractor or cfg.models.extractor
+
+
+def model_name(ref: str) -> str:
+    """The embedded asset's name, or the last component of a path or hub id."""
+    return ref.removeprefix("embedded:") if ref.startswith("embedded:") else Path(ref.rstrip("/")).name
+
+
+def model_label(ref: str) -> str:
+    """The name for tables; an embedded model is marked as such (it stands in for the paper's model)."""
+    return f"{model_name(ref)} (embedded)" if ref.startswith("embedded:") else model_name(ref)
+
+
+def agent_settings(cfg: Profile) -> AgentSettings:
+    a = cfg.agentic
+    return AgentSettings(max_actions=a.max_actions, topk=a.topk, max_new_tokens=a.max_new_tokens,
+                         max_obs_tokens=a.max_obs_tokens, batch_size=a.batch_size)
+
+
+def sample_items(cfg: Profile, dataset: str) -> list[dict]:
+    """`n_items` items of the dataset's split drawn without replacement with `seed`, in file order (all if
+    the split is smaller)."""
+    a = agentic_config(cfg)
+    items = list(read_qa(layout.qa_path(cfg.name, dataset, a.split)))
+    if a.n_items is None or a.n_items >= len(items):
+        return items
+    return [items[i] for i in sorted(random.Random(a.seed).sample(range(len(items)), a.n_items))]
+
+
+def open_local_search(cfg: Profile) -> tuple[LocalSearch, PassageStore]:
+    """The profile's agentic retriever (`retrieval.agentic`) over its corpus; close the store when done."""
+    store, fingerprint = open_corpus(cfg)
+    retriever = RetrievalSession(cfg, store, fingerprint).retriever(cfg.retrieval.agentic)
+    return LocalSearch(retriever, store), store
+
+
+@contextlib.contextmanager
+def open_search(cfg: Profile) -> Iterator[Search]:
+    """A client of `agentic.search_url` if set, else the in-process agentic retriever."""
+    if cfg.agentic.search_url:
+        yield RetrievalClient(cfg.agentic.search_url)
+        return
+    search, store = open_local_search(cfg)
+    try:
+        yield search
+    finally:
+        store.close()
+
+
+def load_generator(cfg: Profile, ref: str, options: dict, progress: bool) -> Generator:
+    """`ref` on the agentic backend with `models.dtype`; `options` (agent_options / extractor_options) add or
+    override generator arguments (e.g. dtype, vLLM's gpu_memory_utilization)."""
+    kwargs = {"dtype": cfg.models.dtype, "progress": progress, **options}
+    return make_generator(cfg.agentic.backend, resolve(ref, cfg.name), **kwargs)
+
+
+def trajectory_path(out_dir: str | Path, agent: str, condition: str, dataset: str) -> Path:
+    return Path(out_dir) / TRAJECTORIES_DIR / model_name(agent) / condition / f"{dataset}.jsonl"
+
+
+def length_function(cfg: Profile, extractor: Generator):
+    """L(·) of the CR: tokens of the extractor's tokenizer, or words (`rewards.length_unit`, D13)."""
+    unit = cfg.rewards.length_unit
+    tokenizer = extractor.tokenizer if unit == "tokens" else None
+    return lambda text: text_length(text, unit, tokenizer)
+
+
+def run_study(cfg: Profile, out_dir: str | Path, progress: bool = True) -> pd.DataFrame:
+    """Run every agent × dataset × condition, write the trajectories, return one summary row per run. A model
+    that is both agent and extractor (the embedded default) is loaded once."""
+    a = agentic_config(cfg)
+    settings, items = agent_settings(cfg), {d: sample_items(cfg, d) for d in a.datasets}
+    ext_ref = extractor_ref(cfg)
+    extractor_generator = load_generator(cfg, ext_ref, a.extractor_options, progress)
+    extractor = EvidenceExtractor(extractor_generator, a.extractor_max_new_tokens, a.batch_size)
+    length = length_function(cfg, extractor_generator)
+    rows = []
+    with open_search(cfg) as search:
+        for agent_ref in cfg.models.agents:
+            shared = agent_ref == ext_ref and a.agent_options == a.extractor_options
+            agent = extractor_generator if shared else load_generator(cfg, agent_ref, a.agent_options, progress)
+            for condition in CONDITIONS:  # all datasets in one loop: every turn is one batch over all items
+                with_extractor = condition == "with"
+                trajectories = iter(run_agent([i for d in a.datasets for i in items[d]], agent, agent.tokenizer,
+                                              search, settings, extractor if with_extractor else None, progress,
+                                              desc=f"{model_name(agent_ref)} {condition} extractor"))
+                for dataset in a.datasets:
+                    records = [_record(next(trajectories), length if with_extractor else None) for _ in items[dataset]]
+                    write_jsonl(trajectory_path(out_dir, agent_ref, condition, dataset), records)
+                    rows.append({"agent": agent_ref, "condition": condition, "dataset": dataset,
+                                 **summarize(records)})
+            del agent  # free an agent before loading the next
+            gc.collect()
+    return pd.DataFrame(rows).assign(extractor=ext_ref)
+
+
+def _record(trajectory: Trajectory, length) -> dict:
+    lengths = compression(trajectory, length) if length is not None else None
+    retrieved, evidence = lengths if lengths is not None else (None, None)
+    return {**trajectory.to_record(), "retrieved_length": retrieved, "evidence_length": evidence}
+
+
+def summarize(records: list[dict]) -> dict:
+    """EM (%), average searches, share answered, invalid actions per item and, with the extractor, the CR."""
+    turns = [t for r in records for t in r["turns"]]
+    summary = {"items": len(records), "em": 100 * float(np.mean([r["em"] for r in records])),
+               "avg_searches": float(np.mean([r["searches"] for r in records])),
+               "answered": float(np.mean([r["prediction"] is not None for r in records])),
+               "invalid_per_item": sum(t["action"] is None for t in turns) / len(records),
+               "cr": np.nan, "cr_ratio_of_sums": np.nan, "cr_items": 0, "empty_evidence": 0}
+    measured = [r for r in records if r["evidence_length"] is not None]
+    if measured:
+        cr = corpus_compression_ratio([[r["retrieved_length"]] for r in measured],
+                                      [r["evidence_length"] for r in measured])
+        summary.update(cr=cr.mean_per_item, cr_ratio_of_sums=cr.ratio_of_sums, cr_items=cr.n_items,
+                       empty_evidence=cr.n_empty_evidence)
+    return summary
+
+
+def read_trajectories(out_dir: str | Path, agent: str, condition: str, dataset: str) -> list[Trajectory]:
+    return [Trajectory.from_record(r) for r in read_jsonl(trajectory_path(out_dir, agent, condition, dataset))]
+
+
+# ---- Tables 5 and 6 -------------------------------------------------------------------------------------------
+
+
+def _our_rows(summary: pd.DataFrame, cfg: Profile, metrics: dict[str, str]) -> pd.DataFrame:
+    labels = {d.name: d.label for d in cfg.data.datasets}
+    extractor = model_label(summary["extractor"].iloc[0])
+    frame = summary.assign(
+        source=f"this run ({cfg.name})", dataset=summary["dataset"].map(labels),
+        model=[model_label(a) + (f" w/ {extractor}" if c == "with" else "")
+               for a, c in zip(summary["agent"], summary["condition"])])
+    frame = frame.assign(cr=frame["cr"].where(frame["condition"] == "with", 1.0))
+    return frame.melt(id_vars=["source", "model", "dataset"], value_vars=list(metrics), var_name="metric") \
+        .replace({"metric": metrics})
+
+
+def _paper_rows(table: int) -> pd.DataFrame:
+    if not (PAPER_DIR / TABLE_FILES[table]).exists():
+        return pd.DataFrame(columns=["source", "model", "dataset", "metric", "value"])
+    paper = load_paper_tables(table)
+    paper = paper[paper["dataset"] != "Average"]  # recomputed like ours (equal to the printed averages)
+    model = [f"Search-R1-{size}" + (" w/ EviOmni" if "EviOmni" in method else "")
+             for size, method in zip(paper["model_size"], paper["method"])]
+    return paper.assign(source="paper", model=model)[["source", "model", "dataset", "metric", "value"]]
+
+
+def _layout(tidy: pd.DataFrame, metrics: list[str], formats: dict[str, str], average: bool) -> pd.DataFrame:
+    """One row per (source, model); per dataset one column per metric, in first-seen order; the average of
+    each metric over the row's datasets last (as Table 5's "Average")."""
+    datasets = list(dict.fromkeys(tidy["dataset"]))
+    keys = list(dict.fromkeys(map(tuple, tidy[["source", "model"]].itertuples(index=False))))
+    wide = tidy.pivot_table(index=["source", "model"], columns=["dataset", "metric"], values="value", aggfunc="first")
+    columns = [(d, m) for d in datasets for m in metrics if (d, m) in wide.columns]
+    wide = wide.reindex(index=pd.MultiIndex.from_tuples(keys, names=["source", "model"]), columns=columns)
+    out = pd.DataFrame({"source": [k[0] for k in keys], "model": [k[1] for k in keys]})
+    for d, m in columns:
+        out[f"{d} {m}"] = [_fmt(v, formats[m]) for v in wide[(d, m)]]
+    if average:
+        for m in metrics:
+            values = wide[[c for c in columns if c[1] == m]].mean(axis=1, skipna=True)
+            out[f"Average {m}"] = [_fmt(v, formats[m]) for v in values]
+    return out
+
+
+def _fmt(value: float, fmt: str) -> str:
+    return "" if pd.isna(value) else fmt.format(value)
+
+
+def table5_tidy(summary: pd.DataFrame, cfg: Profile) -> pd.DataFrame:
+    return pd.concat([_our_rows(summary, cfg, {"em": "EM", "cr": "CR"}), _paper_rows(5)], ignore_index=True)
+
+
+def table6_tidy(summary: pd.DataFrame, cfg: Profile) -> pd.DataFrame:
+    ours = _our_rows(summary, cfg, {"avg_searches": "avg_searches"})
+    return pd.concat([ours, _paper_rows(6)], ignore_index=True)
+
+
+def table5_layout(summary: pd.DataFrame, cfg: Profile) -> pd.DataFrame:
+    """Table 5: EM and CR per dataset and their averages; our rows, then the paper's."""
+    return _layout(table5_tidy(summary, cfg), ["EM", "CR"], {"EM": "{:.2f}", "CR": "{:.2f}x"}, average=True)
+
+
+def table6_layout(summary: pd.DataFrame, cfg: Profile) -> pd.DataFrame:
+    """Table 6: the average number of searches per dataset; our rows, then the paper's."""
+    return _layout(table6_tidy(summary, cfg), ["avg_searches"], {"avg_searches": "{:.2f}"}, average=False) \
+        .rename(columns=lambda c: c.replace(" avg_searches", ""))
+
+
+def plot_study(summary: pd.DataFrame, cfg: Profile) -> plt.Figure:
+    """EM, CR and average searches per dataset, without and with the extractor, for each agent."""
+    labels = {d.name: d.label for d in cfg.data.datasets}
+    data = summary.assign(dataset=summary["dataset"].map(labels),
+                          run=[f"{model_label(a)} {'w/' if c == 'with' else 'w/o'} extractor"
+                               for a, c in zip(summary["agent"], summary["condition"])],
+                          cr=summary["cr"].where(summary["condition"] == "with", 1.0))
+    panels = [("em", "EM (%)"), ("cr", "CR (x)"), ("avg_searches", "average number of searches")]
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for ax, (column, title) in zip(axes, panels):
+        sns.barplot(data=data, x="dataset", y=column, hue="run", ax=ax, palette="Paired")
+        ax.set(title=title, xlabel="", ylabel="", ylim=(0, max(1.0, 1.15 * data[column].max())))
+        ax.tick_params(axis="x", labelrotation=15)
+        ax.get_legend().remove()
+    handles, names = axes[0].get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, bbox_to_anchor=(0.5, -0.08))
+    fig.tight_layout()
+    return fig

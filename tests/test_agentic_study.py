@@ -1,0 +1,148 @@
+"""The study's aggregation (EM, searches, CR over turns), Tables 5 and 6 beside the paper, item sampling and the
+case viewer, on trajectories written out turn by turn."""
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import ROOT
+
+from repro.agentic.actions import INVALID_ACTION_MESSAGE, format_documents, information_block
+from repro.agentic.cases import case_html, case_kind, cases_html, pair_trajectories, pick_cases
+from repro.agentic.study import (_record, extractor_ref, model_label, sample_items, summarize, table5_layout,
+                                 table6_layout)
+from repro.agentic.trajectory import Trajectory, Turn
+from repro.config import load_profile
+
+DOC = {"id": "1", "contents": '"Britney Spears"\nSpears was born in McComb, Mississippi, the second child.',
+       "score": 1.0}
+
+
+def search_turn(query: str, evidence: str | None) -> Turn:
+    observation = information_block(evidence if evidence is not None else format_documents([DOC]))
+    return Turn(response=f"<think> look up </think><search> {query} </search>", action="search", content=query,
+                observation=observation, documents=[DOC], query=None if evidence is None else f"q\n{query}",
+                extraction=None if evidence is None else f"<reason>r</reason><extract>{evidence}</extract>",
+                evidence=evidence)
+
+
+def answer_turn(answer: str) -> Turn:
+    return Turn(response=f"<answer> {answer} </answer>", action="answer", content=answer)
+
+
+def trajectory(item_id: str, turns: list[Turn], golden=("McComb, Mississippi",)) -> Trajectory:
+    return Trajectory(item_id, f"question {item_id}?", list(golden), "<prompt>", turns, done=True)
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+@pytest.fixture
+def runs():
+    """Two items; without: 2 searches then right / 1 search then wrong; with: 1 search right / 2 searches right."""
+    without = [trajectory("a", [search_turn("Curious", None), search_turn("Spears", None),
+                                answer_turn("McComb, Mississippi")]),
+               trajectory("b", [search_turn("Spears", None), answer_turn("Louisiana")])]
+    with_ = [trajectory("a", [search_turn("Curious", "Spears was born in McComb."),
+                              answer_turn("McComb, Mississippi")]),
+             trajectory("b", [search_turn("Spears", "born in McComb"), search_turn("McComb", ""),
+                              answer_turn("mccomb mississippi")])]
+    return without, with_
+
+
+def test_summary_counts_searches_and_accumulates_cr_over_turns(runs):
+    without, with_ = runs
+    plain = summarize([_record(t, None) for t in without])
+    assert (plain["em"], plain["avg_searches"], plain["answered"]) == (50.0, 1.5, 1.0)
+    assert np.isnan(plain["cr"]) and plain["cr_items"] == 0
+
+    extracted = summarize([_record(t, words) for t in with_])
+    retrieved = words(format_documents([DOC]))
+    per_item = [retrieved / 5, 2 * retrieved / 3]  # item b: two searches, evidences of 3 and 0 words
+    assert extracted["em"] == 100.0 and extracted["avg_searches"] == 1.5
+    assert extracted["cr"] == pytest.approx(np.mean(per_item))
+    assert extracted["cr_ratio_of_sums"] == pytest.approx(3 * retrieved / 8)
+    assert (extracted["cr_items"], extracted["empty_evidence"]) == (2, 0)  # one empty turn, not an empty item
+
+
+def test_invalid_actions_and_unanswered_items_are_counted():
+    never = trajectory("c", [Turn("hm", None, observation=INVALID_ACTION_MESSAGE)] * 4 + [Turn("hm", None, final=True)])
+    summary = summarize([_record(never, words)])
+    assert (summary["em"], summary["answered"], summary["invalid_per_item"], summary["avg_searches"]) == (0, 0, 5, 0)
+    assert np.isnan(summary["cr"])  # no search, nothing to compress
+
+
+def summary_frame(agent: str = "embedded:smollm2-135m-instruct") -> pd.DataFrame:
+    rows = [{"agent": agent, "condition": c, "dataset": d, "em": em, "cr": cr, "avg_searches": s}
+            for c, d, em, cr, s in [("without", "fanoutqa", 10.0, np.nan, 1.5), ("with", "fanoutqa", 20.0, 8.0, 1.25),
+                                    ("without", "ovos-describe", 30.0, np.nan, 1.0),
+                                    ("with", "ovos-describe", 50.0, 4.0, 0.5)]]
+    return pd.DataFrame(rows).assign(extractor="embedded:smollm2-135m-instruct")
+
+
+def test_table5_layout_puts_the_paper_rows_beside_ours():
+    table = table5_layout(summary_frame(), load_profile("tiny"))
+    ours = table[table["source"] == "this run (tiny)"].set_index("model")
+    assert list(ours.index) == ["smollm2-135m-instruct (embedded)",
+                                "smollm2-135m-instruct (embedded) w/ smollm2-135m-instruct (embedded)"]
+    plain, extracted = ours.iloc[0], ours.iloc[1]
+    assert (plain["FanOutQA EM"], plain["FanOutQA CR"], plain["Average EM"], plain["Average CR"]) == \
+        ("10.00", "1.00x", "20.00", "1.00x")
+    assert (extracted["FanOutQA CR"], extracted["Average EM"], extracted["Average CR"]) == ("8.00x", "35.00", "6.00x")
+    assert extracted["NQ EM"] == ""  # the paper's datasets are not ours on this profile
+    paper = table[table["source"] == "paper"].set_index("model")
+    assert list(paper.index) == ["Search-R1-7B", "Search-R1-7B w/ EviOmni", "Search-R1-32B", "Search-R1-32B w/ EviOmni"]
+    assert (paper.loc["Search-R1-7B w/ EviOmni", "NQ EM"], paper.loc["Search-R1-7B w/ EviOmni", "Average CR"]) == \
+        ("38.20", "9.08x")
+    assert paper.loc["Search-R1-32B", "Average EM"] == "39.72"
+
+
+def test_table6_layout_lists_average_searches():
+    table = table6_layout(summary_frame(), load_profile("tiny")).set_index("model")
+    assert table.loc["smollm2-135m-instruct (embedded)", "FanOutQA"] == "1.50"
+    assert table.loc["Search-R1-7B w/ EviOmni", "MuSiQue"] == "1.98"
+    assert "Average" not in " ".join(table.columns)
+
+
+def test_extractor_defaults_and_labels():
+    assert extractor_ref(load_profile("tiny")) == "embedded:smollm2-135m-instruct"
+    assert extractor_ref(load_profile("paper-1.5b")) == "HIT-TMG/EviOmni-nq_train-7B"  # the paper's 7B extractor
+    assert model_label("PeterJinGo/SearchR1-nq_hotpotqa_train-qwen2.5-7b-it-em-grpo-v0.3") == \
+        "SearchR1-nq_hotpotqa_train-qwen2.5-7b-it-em-grpo-v0.3"
+    assert model_label("data/tiny/train/eviomni/extractor/") == "extractor"
+
+
+def test_items_are_sampled_with_the_seed_in_file_order(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "data" / "ci" / "qa" / "fanoutqa" / "test.jsonl"
+    path.parent.mkdir(parents=True)
+    path.write_text("".join(json.dumps({"id": f"q{i}", "question": f"question {i}?", "golden_answers": ["a"]}) + "\n"
+                            for i in range(20)))
+    cfg = load_profile("ci", params_path=ROOT / "params.yaml")
+    items = sample_items(cfg, "fanoutqa")
+    assert len(items) == cfg.agentic.n_items == 3
+    assert items == sample_items(cfg, "fanoutqa")
+    positions = [int(item["id"][1:]) for item in items]
+    assert positions == sorted(positions)
+
+
+def test_case_kinds_and_picking(runs):
+    without, with_ = runs
+    pairs = pair_trajectories(without, with_)
+    assert [case_kind(*pair) for pair in pairs] == ["early stop", "fixed"]
+    assert [kind for kind, *_ in pick_cases(pairs, n=4)] == ["fixed", "early stop"]
+    with pytest.raises(ValueError, match="different items"):
+        pair_trajectories(without, with_[:1])
+
+
+def test_case_view_shows_both_runs_side_by_side(runs):
+    without, with_ = runs
+    page = cases_html([("early stop", without[0], with_[0])], extractor_name="EviOmni")
+    assert page.count("<tr><th>Step") == 3 and "without the extractor" in page and "with the extractor" in page
+    assert "&lt;information w/ EviOmni&gt; Spears was born in McComb." in page
+    assert "&lt;information&gt; Doc 1(Title: &quot;Britney Spears&quot;)" in page
+    assert "Terminated early with the EviOmni: 1 search(es) instead of 2" in page
+    assert "answer: McComb, Mississippi (correct); searches: 1" in page
+    assert "Terminated early" not in case_html("fixed", without[1], with_[1])
