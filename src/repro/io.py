@@ -75,8 +75,9 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
     return n
 
 
-def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
-    """Yield the objects of a jsonl file; a malformed line raises InputError naming file and line."""
+def enumerate_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
+    """(line number, object) for each non-blank line of a jsonl file; a malformed line raises InputError
+    naming file and line."""
     with open(path, encoding="utf-8") as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
@@ -87,4 +88,10 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
                 raise InputError(path, f"invalid JSON ({err.msg})", line=line_no) from None
             if not isinstance(row, dict):
                 raise InputError(path, f"expected a JSON object, got {type(row).__name__}", line=line_no)
-            yield row
+            yield line_no, row
+
+
+def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
+    """Yield the objects of a jsonl file; a malformed line raises InputError naming file and line."""
+    for _, row in enumerate_jsonl(path):
+        yield row

@@ -19,8 +19,8 @@ from repro.data import fanoutqa, generated, layout
 from repro.data.corpus import PassageStore, file_fingerprint, ovos_pages, page_passages, split_contents, write_corpus
 from repro.data.loaders import distractor_passages, flashrag_path, read_flashrag, read_musique, read_wiki_multihop
 from repro.data.noise import add_noise
-from repro.data.qa import enumerate_lines, read_contexts, write_qa
-from repro.io import write_json, write_jsonl
+from repro.data.qa import read_contexts, write_qa
+from repro.io import enumerate_jsonl, write_json, write_jsonl
 from repro.retrieval.bm25 import BM25Retriever
 from repro.retrieval.run import RetrievalSession
 
@@ -197,7 +197,7 @@ def build_noise_sets(cfg: Profile, store: PassageStore) -> pd.DataFrame:
 def examples(path: str | os.PathLike, n: int = 2) -> list[dict]:
     """The first n rows of a jsonl file, for display."""
     out = []
-    for _, row in enumerate_lines(path):
+    for _, row in enumerate_jsonl(path):
         out.append(row)
         if len(out) == n:
             break

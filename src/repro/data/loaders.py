@@ -18,8 +18,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from repro.data.corpus import make_contents
-from repro.data.qa import enumerate_lines, read_qa, validate_qa_row
-from repro.io import InputError
+from repro.data.qa import read_qa, validate_qa_row
+from repro.io import InputError, enumerate_jsonl
 
 
 def flashrag_path(source: str, dataset: str, split: str) -> Path:
@@ -50,7 +50,7 @@ def _require(row: dict, field: str, kind: type | tuple, path, line: int):
 
 def read_musique(path: str | os.PathLike) -> Iterator[dict]:
     """MuSiQue's original jsonl (id, question, answer, answer_aliases, paragraphs, ...) as FlashRAG rows."""
-    for line, row in enumerate_lines(path):
+    for line, row in enumerate_jsonl(path):
         answer = _require(row, "answer", str, path, line)
         aliases = row.get("answer_aliases") or []
         paragraphs = _require(row, "paragraphs", list, path, line)

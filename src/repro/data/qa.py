@@ -7,11 +7,10 @@ the file, line and field it came from instead of surfacing later as a KeyError d
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 
-from repro.io import InputError, write_jsonl
+from repro.io import InputError, enumerate_jsonl, write_jsonl
 
 
 def validate_qa_row(row: dict, path: str | os.PathLike, line: int) -> dict:
@@ -37,7 +36,7 @@ def read_qa(path: str | os.PathLike, check: Callable[[dict, str | os.PathLike, i
             ) -> Iterator[dict]:
     """Yield the validated rows of a FlashRAG-format QA file; `check(row, path, line)` may validate more."""
     seen: set[str] = set()
-    for line, row in enumerate_lines(path):
+    for line, row in enumerate_jsonl(path):
         row = validate_qa_row(row, path, line)
         if check is not None:
             check(row, path, line)
@@ -47,21 +46,6 @@ def read_qa(path: str | os.PathLike, check: Callable[[dict, str | os.PathLike, i
         yield row
 
 
-def enumerate_lines(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for each non-blank line of a jsonl file; bad JSON raises InputError."""
-    with open(path, encoding="utf-8") as f:
-        for line, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as err:
-                raise InputError(path, f"invalid JSON ({err.msg})", line=line) from None
-            if not isinstance(row, dict):
-                raise InputError(path, f"expected a JSON object, got {type(row).__name__}", line=line)
-            yield line, row
-
-
 def write_qa(path: str | os.PathLike, rows: Iterable[dict]) -> int:
     return write_jsonl(path, rows)
 
@@ -69,7 +53,7 @@ def write_qa(path: str | os.PathLike, rows: Iterable[dict]) -> int:
 def read_contexts(path: str | os.PathLike) -> list[dict]:
     """Rows of a contexts file: validated QA rows plus `passages` ([{"id", "contents", ...}], reader order)."""
     rows = []
-    for line, row in enumerate_lines(path):
+    for line, row in enumerate_jsonl(path):
         passages = row.get("passages")
         if not isinstance(passages, list) or not all(
                 isinstance(p, dict) and isinstance(p.get("contents"), str) for p in passages):
