@@ -213,6 +213,89 @@ class TrainConfig:
             raise ConfigError("train.save_total_limit must be >= 2 (or null) so the last and the best both stay")
 
 
+EvaluationMethod = typing.Literal["zero", "full", "cot", "prompted_extractor", "eviomni", "eviomni_released"]
+
+
+@dataclasses.dataclass(frozen=True)
+class QAGeneratorConfig:
+    """LoRA SFT of the QA generator (App. A.2): models.generator learns to give the golden answer from (q, P)
+    with Table 11's prompt and from q alone with Table 12's (for Zero). The paper gives the LoRA rank (8);
+    every other value is ours (docs/decisions.md)."""
+
+    datasets: list[str]  # data.datasets entries whose `split` is fine-tuned on
+    split: str = "train"
+    inputs: list[typing.Literal["passages", "question"]] = dataclasses.field(
+        default_factory=lambda: ["passages", "question"])  # one Table 11 and/or one Table 12 example per question
+    max_train_questions: int | None = None  # a seeded subset of N questions per dataset (None: all)
+    require_answer_in_passages: bool = False  # keep only questions whose top-k passages hold a golden answer
+    lora_rank: int = 8  # App. A.2
+    lora_alpha: int = 16
+    lora_dropout: float = 0.05
+    target_modules: list[str] = dataclasses.field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
+    learning_rate: float = 2e-4
+    epochs: float = 1.0
+    max_steps: int = -1  # > 0 stops earlier (the CPU profiles' budget)
+    per_device_batch_size: int = 4
+    gradient_accumulation_steps: int = 1
+    max_length: int = 2048  # tokens; longer examples are dropped, never truncated (that would cut the answer)
+    lr_scheduler: str = "linear"
+    warmup_steps: float = 0.0  # < 1: a fraction of the training steps
+    bf16: bool = False
+    save_steps: int = 50
+    save_total_limit: int | None = 2
+
+    def __post_init__(self):
+        positive = ("lora_rank", "learning_rate", "per_device_batch_size", "gradient_accumulation_steps",
+                    "max_length", "save_steps")
+        bad = [name for name in positive if not getattr(self, name) > 0]
+        if bad or not self.datasets or not self.inputs:
+            raise ConfigError(f"qa_generator: need datasets, inputs and positive {bad or positive}")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluationConfig:
+    """Table 2: each method's evidence answered by the QA generator on `split` of each dataset (repro.evaluation)."""
+
+    datasets: list[str]  # Table 2's rows (data.datasets names)
+    methods: list[EvaluationMethod]  # Table 2's columns, in order
+    split: str = "test"
+    max_questions: int | None = None  # a seeded subset of N questions of each set (None: all; CPU budget)
+    backend: typing.Literal["transformers", "vllm"] = "transformers"
+    qa_adapter: bool = True  # answer with the LoRA generator of the qa_generator stage (False: the base model)
+    batch_size: int = 8  # prompts per forward batch (transformers backend)
+    chunk_size: int = 64  # questions per resumable chunk, flushed to the partial file
+    answer_max_new_tokens: int = 32
+    evidence_max_new_tokens: int = 768  # CoT and extractor outputs (the paper's latency setting)
+
+    def __post_init__(self):
+        if not self.datasets or not self.methods or len(set(self.methods)) != len(self.methods):
+            raise ConfigError("evaluation: need datasets and distinct methods")
+        positive = ("batch_size", "chunk_size", "answer_max_new_tokens", "evidence_max_new_tokens")
+        if any(getattr(self, name) < 1 for name in positive) or (self.max_questions or 1) < 1:
+            raise ConfigError(f"evaluation: {', '.join(positive)} and max_questions must be positive")
+
+
+@dataclasses.dataclass(frozen=True)
+class LatencyConfig:
+    """Table 4: seconds per query of evidence extraction, model load excluded (§4.5: batch 64, 768 new tokens)."""
+
+    datasets: list[str]
+    methods: list[EvaluationMethod]
+    split: str = "test"
+    queries: int = 64  # a seeded subset of N questions, timed in batches of `batch_size`
+    batch_size: int = 64
+    max_new_tokens: int = 768
+    warmup_batches: int = 1
+    repetitions: int = 3  # the median is reported
+    backend: typing.Literal["transformers", "vllm"] = "transformers"
+
+    def __post_init__(self):
+        if not self.datasets or not self.methods:
+            raise ConfigError("latency: need datasets and methods")
+        if min(self.queries, self.batch_size, self.max_new_tokens, self.repetitions) < 1 or self.warmup_batches < 0:
+            raise ConfigError("latency: queries, batch_size, max_new_tokens, repetitions >= 1, warmup_batches >= 0")
+
+
 @dataclasses.dataclass(frozen=True)
 class AgenticConfig:
     """Search-R1 with and without the evidence extractor (§4.7-4.8, Algorithm 2, Tables 5-6; repro.agentic).
@@ -252,6 +335,9 @@ class Profile:
     retrieval: RetrievalConfig | None = None
     noise: NoiseConfig | None = None
     train: TrainConfig | None = None  # GRPO training of the extractor (repro.train)
+    qa_generator: QAGeneratorConfig | None = None  # LoRA QA generator (repro.train.sft)
+    evaluation: EvaluationConfig | None = None  # Table 2 (repro.evaluation)
+    latency: LatencyConfig | None = None  # Table 4 (repro.evaluation.latency)
     agentic: AgenticConfig | None = None  # Tables 5-6 (repro.agentic)
 
 

@@ -1,0 +1,45 @@
+"""Plots of Table 2 (scores and compression per method and dataset) and Table 4 (latency and evidence length)."""
+
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+
+def plot_main_comparison(summary: pd.DataFrame, title: str = "") -> plt.Figure:
+    """EM, F1 (×100) and CR (mean per item, log scale) of each method, one bar group per dataset."""
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
+    for ax, metric in zip(axes, ("EM", "F1", "CR")):
+        sns.barplot(data=summary, x="dataset", y=metric, hue="method", ax=ax)
+        ax.set(xlabel="", ylabel=metric if metric != "CR" else "CR (×, log scale)", title=metric)
+        if metric == "CR":
+            ax.set_yscale("log")
+        ax.grid(axis="y", alpha=0.3)
+        if ax is not axes[-1]:
+            ax.get_legend().remove()
+    axes[-1].legend(title="method", fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_latency(ours: pd.DataFrame, paper: pd.DataFrame | None = None, title: str = "") -> plt.Figure:
+    """Seconds per query of each method per dataset (ours, and the paper's A800 numbers in their own panel:
+    the hardware differs, so only the order of the methods is comparable) and our evidence length ± std."""
+    panels = 3 if paper is not None else 2
+    fig, axes = plt.subplots(1, panels, figsize=(4.3 * panels, 3.6))
+    sns.barplot(data=ours, x="dataset", y="seconds per query", hue="method", ax=axes[0])
+    axes[0].set(title="this run", xlabel="")
+    lengths = ours.set_index(["dataset", "method"])[["evidence tokens mean", "evidence tokens std"]].unstack("method")
+    lengths["evidence tokens mean"].plot.bar(yerr=lengths["evidence tokens std"], ax=axes[1], capsize=3, rot=0)
+    axes[1].set(title="evidence length (mean ± std)", xlabel="", ylabel="tokens")
+    if paper is not None:
+        sns.barplot(data=paper, x="dataset", y="value", hue="method", ax=axes[2])
+        axes[2].set(title="paper (1.5B, A800)", xlabel="", ylabel="seconds per query")
+    for ax in axes:
+        ax.grid(axis="y", alpha=0.3)
+        ax.legend(title="method", fontsize=7, title_fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig

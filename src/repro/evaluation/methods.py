@@ -1,0 +1,106 @@
+"""The methods of Table 2 and how a profile builds them: refiners, the QA generator and the models they share.
+
+A method key (params.yaml `evaluation.methods`, `latency.methods`) names a refiner and its model:
+
+    zero                 Zero (WR): closed-book, Table 12
+    full                 Full (WR): all top-k passages
+    cot                  CoT (RAR): Table 13 on models.extractor (the untrained backbone, as the paper's baseline)
+    prompted_extractor   Table 14 on the untrained models.extractor: "prompted extraction", not EviOmni
+    eviomni              Table 14 on the extractor selected by GRPO training (repro.train, data/<profile>/train)
+    eviomni_released     Table 14 on models.released_extractor (the authors' HIT-TMG checkpoints)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from repro.assets import resolve
+from repro.config import Profile
+from repro.evaluation.answering import Answerer
+from repro.evaluation.paths import adapter_dir
+from repro.evaluation.refiners import ChainOfThought, ClosedBook, FullPassages, RationalExtractor, Refiner
+from repro.generation import GenerationParams, Generator, make_generator
+from repro.retrieval.cache import model_fingerprint
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    key: str
+    label: str  # column name in our tables
+    group: str  # WR (without refinement), VAR (vanilla), RAR (rational refinement)
+    paper_method: str | None  # the method's name in data/paper (None: not in the paper)
+
+
+METHODS = {m.key: m for m in [
+    Method("zero", "Zero", "WR", "Zero"),
+    Method("full", "Full", "WR", "Full"),
+    Method("cot", "CoT", "RAR", "CoT"),
+    Method("prompted_extractor", "Prompted extraction", "RAR", None),
+    Method("eviomni", "EviOmni", "RAR", "EviOmni"),
+    Method("eviomni_released", "EviOmni (released)", "RAR", "EviOmni"),
+]}
+
+
+def extractor_model(key: str, cfg: Profile) -> str:
+    """The model a prompted method runs: a local directory or hub id."""
+    if key in ("cot", "prompted_extractor"):
+        return resolve(cfg.models.extractor, cfg.name)
+    if key == "eviomni":
+        from repro.train.run import TrainRun, run_dir
+
+        extractor = TrainRun(run_dir(cfg.name)).extractor
+        if not extractor.is_dir():
+            raise FileNotFoundError(f"{extractor}: no trained extractor yet (run the GRPO training stage)")
+        return str(extractor)
+    if key == "eviomni_released":
+        if cfg.models.released_extractor is None:
+            raise ValueError(f"profile {cfg.name} names no models.released_extractor")
+        return resolve(cfg.models.released_extractor, cfg.name)
+    raise ValueError(f"method {key!r} runs no model; known methods: {list(METHODS)}")
+
+
+class ModelPool:
+    """Generators loaded once per (model, adapter) and shared by the methods of a study."""
+
+    def __init__(self, backend: str = "transformers", dtype: str = "auto", progress: bool = True):
+        self.backend, self.dtype, self.progress = backend, dtype, progress
+        self._loaded: dict[tuple[str, str | None], tuple[Generator, str]] = {}
+
+    def get(self, model: str, adapter: str | None = None) -> tuple[Generator, str]:
+        """(generator, id): the id fingerprints the weights (a hub id stands for itself) and the adapter."""
+        key = (model, adapter)
+        if key not in self._loaded:
+            generator = make_generator(self.backend, model, adapter=adapter, dtype=self.dtype, progress=self.progress)
+            model_id = model_fingerprint(model) + (f"+lora:{model_fingerprint(adapter)}" if adapter else "")
+            self._loaded[key] = (generator, model_id)
+        return self._loaded[key]
+
+
+def build_refiner(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> Refiner:
+    """The refiner of method `key`; prompted ones decode with `params` (greedy)."""
+    if key == "zero":
+        return ClosedBook()
+    if key == "full":
+        return FullPassages()
+    generator, model_id = pool.get(extractor_model(key, cfg))
+    return (ChainOfThought if key == "cot" else RationalExtractor)(generator, model_id, params)
+
+
+def qa_adapter(cfg: Profile) -> Path | None:
+    """The LoRA QA generator's adapter when the profile answers with it, else None (the base model)."""
+    if not cfg.evaluation.qa_adapter:
+        return None
+    path = adapter_dir(cfg.name)
+    if not (path / "adapter_model.safetensors").exists():
+        raise FileNotFoundError(f"{path}: no QA generator adapter yet (run the qa_generator stage)")
+    return path
+
+
+def build_answerer(cfg: Profile, pool: ModelPool) -> Answerer:
+    """The QA generator of the profile: models.generator with the LoRA adapter (or without, see `qa_adapter`)."""
+    adapter = qa_adapter(cfg)
+    generator, model_id = pool.get(resolve(cfg.models.generator, cfg.name), str(adapter) if adapter else None)
+    ev = cfg.evaluation
+    return Answerer(generator, model_id, GenerationParams(max_new_tokens=ev.answer_max_new_tokens,
+                                                          batch_size=ev.batch_size))

@@ -1,0 +1,127 @@
+"""Per-item prediction records and the resumable file that holds them.
+
+A record is one question of one (study, dataset, method) run:
+
+    id, question, golden_answers          the QA row
+    evidence                              the text given to the generator as Table 11's {document}; null for
+                                          Zero, which is answered closed-book with Table 12
+    raw_output                            the refiner's own output where it differs from `evidence` (e.g. the
+                                          extractor's <reason>…<extract>… text), else null
+    generation, prediction                the QA generator's output and the answer read from it
+    em, f1                                of the prediction against the golden answers (repro.metrics)
+    answer_in_passages                    a passage text contains a golden answer (DPR's has_answer, as Table 8)
+    passage_tokens, passage_words         L_P: the formatted top-k passages, i.e. Full's document
+    evidence_tokens, evidence_words       L_e (null for Zero)
+    cr                                    L_P / max(L_e, 1), Eq. 9 with an empty evidence counted as 1 (D14)
+    refine_seconds, answer_seconds        wall time of the chunk's refinement / answering over its size
+                                          (amortised over the batch; Table 4's harness is repro.evaluation.latency)
+
+Tokens are the extractor's tokenizer's, words are whitespace words (D13).
+
+`RecordFile` makes a run resumable. Finished records are appended, chunk by chunk (flushed and fsynced), to
+`<name>.partial.jsonl`, whose first line holds the run's configuration fingerprint. A rerun reuses the final
+`<name>.jsonl` when its manifest (`<name>.manifest.json`) carries the same fingerprint; otherwise it resumes
+from the partial file when that fingerprint matches (a line torn by a kill is dropped) and starts afresh,
+with a warning, when it does not — records of two configurations are never mixed. The final file is written
+atomically, then its manifest, and only then is the partial file removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import warnings
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from repro.io import InputError, read_jsonl, write_json, write_jsonl
+
+REQUIRED_FIELDS = ("id", "question", "golden_answers", "evidence", "prediction", "em", "f1", "passage_tokens",
+                   "evidence_tokens", "cr")
+
+
+def fingerprint(config: dict) -> str:
+    """sha256 of a JSON-able configuration, independent of key order."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def read_records(path: str | os.PathLike) -> list[dict]:
+    """The records of a finished prediction file, checked for the required fields and unique ids."""
+    records, seen = [], set()
+    for line, record in enumerate(read_jsonl(path), start=1):
+        missing = [f for f in REQUIRED_FIELDS if f not in record]
+        if missing:
+            raise InputError(path, f"missing {missing}", line=line)
+        if record["id"] in seen:
+            raise InputError(path, f"duplicate id {record['id']!r}", line=line, field="id")
+        seen.add(record["id"])
+        records.append(record)
+    return records
+
+
+class RecordFile:
+    """The prediction file at `path` (…/<method>.jsonl) for the run described by `config`."""
+
+    def __init__(self, path: str | os.PathLike, config: dict):
+        self.path = Path(path)
+        self.config = config
+        self.fingerprint = fingerprint(config)
+        self.partial_path = self.path.with_suffix(".partial.jsonl")
+        self.manifest_path = self.path.with_suffix(".manifest.json")
+
+    def finished(self) -> list[dict] | None:
+        """The records of a finished run of this configuration, or None."""
+        if not (self.path.exists() and self.manifest_path.exists()):
+            return None
+        manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
+        return read_records(self.path) if manifest.get("fingerprint") == self.fingerprint else None
+
+    def resume(self) -> dict[str, dict]:
+        """Records already in the partial file of this configuration, by id; the partial file is (re)started
+        with this configuration's header when it is missing or belongs to another configuration."""
+        done = self._read_partial()
+        if done is None:
+            self.partial_path.parent.mkdir(parents=True, exist_ok=True)
+            with open(self.partial_path, "w", encoding="utf-8") as f:
+                f.write(json.dumps({"fingerprint": self.fingerprint, "config": self.config}, default=str) + "\n")
+                f.flush()
+                os.fsync(f.fileno())
+            done = {}
+        return done
+
+    def append(self, records: Iterable[dict]) -> None:
+        """Append finished records to the partial file and force them to disk."""
+        with open(self.partial_path, "a", encoding="utf-8") as f:
+            for record in records:
+                f.write(json.dumps(record, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+
+    def finish(self, records: Sequence[dict]) -> Path:
+        """Write the final file (atomically) and its manifest, then drop the partial file."""
+        write_jsonl(self.path, records)
+        write_json(self.manifest_path,
+                   {"fingerprint": self.fingerprint, "records": len(records), "config": self.config})
+        self.partial_path.unlink(missing_ok=True)
+        return self.path
+
+    def _read_partial(self) -> dict[str, dict] | None:
+        if not self.partial_path.exists():
+            return None
+        lines = self.partial_path.read_text(encoding="utf-8").split("\n")
+        complete, torn = lines[:-1], lines[-1]  # text after the last newline was cut by a kill
+        if torn:
+            self.partial_path.write_text("".join(line + "\n" for line in complete), encoding="utf-8")
+        header = json.loads(complete[0]) if complete else {}
+        if header.get("fingerprint") != self.fingerprint:
+            warnings.warn(f"{self.partial_path} belongs to another configuration; its records are discarded and "
+                          f"the run starts afresh", stacklevel=3)
+            return None
+        done = {}
+        for line_no, line in enumerate(complete[1:], start=2):
+            record = json.loads(line)
+            if record["id"] in done:
+                raise InputError(self.partial_path, f"duplicate id {record['id']!r}", line=line_no, field="id")
+            done[record["id"]] = record
+        return done

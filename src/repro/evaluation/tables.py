@@ -1,0 +1,118 @@
+"""Per-item prediction files → Table 2 rows, breakdowns and paired significance.
+
+    summary = summarize_files(files)          # one row per (dataset, method): n, EM, F1, CR (both aggregates)
+    table = table2(summary, paper=...)        # Table 2's layout: (dataset, metric) rows, one column per method
+    tests = compare_methods(files, pairs)     # paired tests per dataset on the same items (repro.stats)
+
+EM and F1 are reported ×100 like the paper. CR is reported two ways (D14): the mean of per-item ratios
+("CR", the paper's column) and the ratio of summed lengths ("CR (ratio of sums)"); Zero has none.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from repro import stats
+from repro.evaluation.methods import METHODS
+from repro.evaluation.records import read_records
+from repro.metrics import corpus_compression_ratio
+
+METRICS = ("EM", "F1", "CR", "CR (ratio of sums)")
+SUMMARY_COLUMNS = ("dataset", "method", "group", "n", *METRICS, "empty evidence", "evidence tokens", "passage tokens")
+TEST_COLUMNS = ("dataset", "a", "b", "metric", "test", "n", "effect", "ci_low", "ci_high", "p_value", "p_holm")
+
+
+def summarize(records: Sequence[dict]) -> dict:
+    """Corpus scores of one prediction file."""
+    if not records:
+        raise ValueError("no records")
+    with_evidence = [r for r in records if r["evidence_tokens"] is not None]
+    if with_evidence and len(with_evidence) != len(records):
+        raise ValueError("either every record has evidence or none (Zero)")
+    row = {"n": len(records), "EM": 100 * np.mean([r["em"] for r in records]),
+           "F1": 100 * np.mean([r["f1"] for r in records]), "CR": math.nan, "CR (ratio of sums)": math.nan,
+           "empty evidence": 0, "evidence tokens": math.nan, "passage tokens": np.mean([r["passage_tokens"]
+                                                                                      for r in records])}
+    if with_evidence:
+        cr = corpus_compression_ratio([[r["passage_tokens"]] for r in records], [r["evidence_tokens"] for r in records])
+        row.update({"CR": cr.mean_per_item, "CR (ratio of sums)": cr.ratio_of_sums,
+                    "empty evidence": cr.n_empty_evidence,
+                    "evidence tokens": np.mean([r["evidence_tokens"] for r in records])})
+    return row
+
+
+def summarize_files(files: pd.DataFrame, where: str | None = None) -> pd.DataFrame:
+    """`summarize` of each file listed in `files` (columns dataset, method, path); with `where`, only the items
+    whose record field `where` is true (e.g. "answer_in_passages")."""
+    rows = []
+    for entry in files.itertuples(index=False):
+        records = read_records(entry.path)
+        if where is not None:
+            records = [r for r in records if r[where]]
+        if records:
+            method = METHODS[entry.method]
+            rows.append({"dataset": entry.dataset, "method": method.label, "group": method.group,
+                         **summarize(records)})
+    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+
+
+def table2(summary: pd.DataFrame, labels: dict[str, str] | None = None, paper: pd.DataFrame | None = None,
+           source: str = "this run") -> pd.DataFrame:
+    """Table 2's layout: rows (source, dataset, metric), one column per method in run order. `labels` renames
+    datasets (name → table label); `paper` (rows of repro.paper.load_paper_tables(2) for one model size)
+    adds the paper's rows below, for the methods that are columns here."""
+    methods = list(dict.fromkeys(summary["method"]))
+    long = summary.melt(id_vars=["dataset", "method"], value_vars=list(METRICS), var_name="metric")
+    long = long.assign(dataset=long["dataset"].map(lambda d: (labels or {}).get(d, d)), source=source)
+    long = long.sort_values("dataset", kind="stable", key=lambda d: d.map(list(dict.fromkeys(d)).index))
+    if paper is not None:
+        to_label = {m.paper_method: m.label for m in METHODS.values() if m.label in methods and m.paper_method}
+        rows = paper[paper["method"].isin(to_label)]
+        long = pd.concat([long, rows.assign(method=rows["method"].map(to_label),
+                                            source=[f"paper ({size})" for size in rows["model_size"]])
+                          [["source", "dataset", "metric", "method", "value"]]], ignore_index=True)
+    keys = ["source", "dataset", "metric"]
+    wide = long.pivot_table(index=keys, columns="method", values="value", dropna=False, sort=False)
+    order = long[keys].drop_duplicates()
+    wide = wide.reindex(index=pd.MultiIndex.from_frame(order), columns=methods)
+    wide = wide.dropna(how="all").reset_index()
+    wide.columns.name = None
+    return wide
+
+
+def _paired_scores(path_a: str, path_b: str, where: str | None) -> tuple[dict, dict, int]:
+    a = {r["id"]: r for r in read_records(path_a)}
+    b = {r["id"]: r for r in read_records(path_b)}
+    if set(a) != set(b):
+        raise ValueError(f"{path_a} and {path_b} hold different questions")
+    ids = [i for i in a if where is None or a[i][where]]
+    scores = [{m: [r[i][m] for i in ids] for m in ("em", "f1")} for r in (a, b)]
+    return scores[0], scores[1], len(ids)
+
+
+def compare_methods(files: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = None, where: str | None = None,
+                    n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
+    """Paired tests of method a against method b on the same questions of each dataset (repro.stats: bootstrap,
+    approximate randomization, exact McNemar on EM), for EM and F1; `pairs` defaults to every later method
+    against every earlier one. `p_holm` is Holm-corrected across all rows of the returned table."""
+    results = []
+    for dataset, group in files.groupby("dataset", sort=False):
+        paths = dict(zip(group["method"], group["path"]))
+        for a, b in pairs or [(later, earlier) for earlier, later in itertools.combinations(paths, 2)]:
+            scores_a, scores_b, n = _paired_scores(paths[a], paths[b], where)
+            if n < 2:
+                continue
+            tests = stats.compare_per_item(scores_a, scores_b, n_resamples=n_resamples, seed=seed)
+            results.append(tests.drop(columns="p_holm").assign(dataset=dataset, a=METHODS[a].label,
+                                                               b=METHODS[b].label))
+    if not results:
+        return pd.DataFrame(columns=list(TEST_COLUMNS))
+    table = pd.concat(results, ignore_index=True)
+    table["p_holm"] = stats.holm(table["p_value"])[0]
+    table[["effect", "ci_low", "ci_high"]] *= 100  # points, like the scores
+    return table[list(TEST_COLUMNS)]

@@ -1,0 +1,47 @@
+"""How a profile turns into a study: the question subset, the method registry and the models it names."""
+
+import dataclasses
+
+import pytest
+
+from repro.config import load_profile
+from repro.evaluation.methods import METHODS, ModelPool, build_refiner, extractor_model
+from repro.evaluation.refiners import ClosedBook, FullPassages
+from repro.evaluation.study import sample_rows
+from repro.generation import GenerationParams
+
+ROWS = [{"id": str(i)} for i in range(20)]
+
+
+def test_a_question_subset_is_seeded_and_kept_in_file_order():
+    subset = sample_rows(ROWS, 6, seed=0)
+    ids = [int(r["id"]) for r in subset]
+    assert len(ids) == 6 and ids == sorted(ids) and ids != list(range(6))  # not simply the first six
+    assert sample_rows(ROWS, 6, seed=0) == subset and sample_rows(ROWS, 6, seed=1) != subset
+    assert sample_rows(ROWS, None, seed=0) == ROWS and sample_rows(ROWS, 50, seed=0) == ROWS
+
+
+def test_every_configurable_method_is_registered():
+    assert set(METHODS) == {"zero", "full", "cot", "prompted_extractor", "eviomni", "eviomni_released"}
+    for name in ("ci", "tiny", "paper-1.5b", "paper-7b"):
+        cfg = load_profile(name)
+        assert set(cfg.evaluation.methods) <= set(METHODS) and set(cfg.latency.methods) <= set(METHODS)
+        assert set(cfg.evaluation.datasets) <= {d.name for d in cfg.data.datasets}
+
+
+def test_methods_without_a_model_load_nothing():
+    cfg, pool = load_profile("ci"), ModelPool()
+    assert isinstance(build_refiner("zero", cfg, pool, GenerationParams()), ClosedBook)
+    assert isinstance(build_refiner("full", cfg, pool, GenerationParams()), FullPassages)
+    assert pool._loaded == {}
+
+
+def test_prompted_methods_name_their_model():
+    cfg = load_profile("paper-1.5b")
+    assert extractor_model("cot", cfg) == extractor_model("prompted_extractor", cfg) == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert extractor_model("eviomni_released", cfg) == "HIT-TMG/EviOmni-nq_train-1.5B"
+    without = dataclasses.replace(cfg, models=dataclasses.replace(cfg.models, released_extractor=None))
+    with pytest.raises(ValueError, match="released_extractor"):
+        extractor_model("eviomni_released", without)
+    with pytest.raises(ValueError, match="runs no model"):
+        extractor_model("full", cfg)

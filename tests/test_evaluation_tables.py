@@ -1,0 +1,82 @@
+"""Aggregation of per-item records against hand-computed values, Table 2's layout and the paired tests."""
+
+import math
+
+import pandas as pd
+import pytest
+
+from repro.evaluation.records import RecordFile
+from repro.evaluation.tables import compare_methods, summarize, summarize_files, table2
+
+
+def rec(i: int, em: float, f1: float, passage_tokens: int, evidence_tokens: int | None, in_passages=True) -> dict:
+    cr = None if evidence_tokens is None else passage_tokens / max(evidence_tokens, 1)
+    return {"id": f"q{i}", "question": "q?", "golden_answers": ["a"], "evidence": None if cr is None else "e",
+            "prediction": "a", "em": em, "f1": f1, "passage_tokens": passage_tokens, "evidence_tokens": evidence_tokens,
+            "cr": cr, "answer_in_passages": in_passages}
+
+
+EXTRACTOR = [rec(0, 1.0, 1.0, 100, 10), rec(1, 0.0, 0.5, 200, 0), rec(2, 0.0, 0.0, 300, 100, in_passages=False)]
+ZERO = [rec(0, 0.0, 0.0, 100, None), rec(1, 0.0, 0.25, 200, None), rec(2, 1.0, 1.0, 300, None, in_passages=False)]
+
+
+def test_summary_matches_hand_computed_scores_and_both_compression_ratios():
+    row = summarize(EXTRACTOR)
+    assert row["n"] == 3 and row["EM"] == pytest.approx(100 / 3) and row["F1"] == pytest.approx(50.0)
+    # per item: 100/10, 200/max(0, 1), 300/100  ->  mean (10 + 200 + 3) / 3;  sums: 600 / (10 + 1 + 100)
+    assert row["CR"] == pytest.approx(213 / 3) and row["CR (ratio of sums)"] == pytest.approx(600 / 111)
+    assert row["empty evidence"] == 1 and row["evidence tokens"] == pytest.approx(110 / 3)
+    assert row["passage tokens"] == pytest.approx(200.0)
+
+    zero = summarize(ZERO)
+    assert zero["EM"] == pytest.approx(100 / 3) and zero["F1"] == pytest.approx(125 / 3)
+    assert math.isnan(zero["CR"]) and math.isnan(zero["CR (ratio of sums)"])
+    with pytest.raises(ValueError, match="either every record"):
+        summarize(EXTRACTOR + [rec(3, 0, 0, 10, None)])
+
+
+@pytest.fixture
+def files(tmp_path) -> pd.DataFrame:
+    rows = []
+    for method, records in [("zero", ZERO), ("prompted_extractor", EXTRACTOR)]:
+        path = tmp_path / "set" / f"{method}.jsonl"
+        RecordFile(path, {"method": method}).finish(records)
+        rows.append({"dataset": "set", "method": method, "path": str(path)})
+    return pd.DataFrame(rows)
+
+
+def test_summaries_per_file_and_on_the_answer_in_passages_items(files):
+    summary = summarize_files(files)
+    assert list(summary["method"]) == ["Zero", "Prompted extraction"] and list(summary["group"]) == ["WR", "RAR"]
+    subset = summarize_files(files, where="answer_in_passages")
+    assert list(subset["n"]) == [2, 2] and list(subset["EM"]) == [0.0, 50.0]
+
+
+def test_table2_layout_with_the_paper_rows_beside(files):
+    paper = pd.DataFrame([
+        {"dataset": "NQ", "model_size": "1.5B", "method": m, "metric": metric, "value": v}
+        for m, metric, v in [("Zero", "EM", 13.74), ("Zero", "CR", math.nan), ("EviOmni", "EM", 41.14),
+                             ("Full", "EM", 41.97)]])
+    table = table2(summarize_files(files), labels={"set": "Set"}, paper=paper, source="ours")
+    assert list(table.columns) == ["source", "dataset", "metric", "Zero", "Prompted extraction"]
+    ours = table[table["source"] == "ours"].set_index("metric")
+    assert list(ours.index) == ["EM", "F1", "CR", "CR (ratio of sums)"] and set(ours["dataset"]) == {"Set"}
+    assert ours.loc["EM", "Prompted extraction"] == pytest.approx(100 / 3) and math.isnan(ours.loc["CR", "Zero"])
+    (paper_row,) = table[table["source"] == "paper (1.5B)"].itertuples(index=False)  # only methods shown here
+    assert (paper_row.dataset, paper_row.metric, paper_row.Zero) == ("NQ", "EM", 13.74)
+
+
+def test_paired_tests_on_the_same_items(files):
+    tests = compare_methods(files, n_resamples=999)
+    assert set(tests["a"]) == {"Prompted extraction"} and set(tests["b"]) == {"Zero"}
+    em = tests[tests["metric"] == "em"]
+    assert len(em) == 3 and "McNemar (exact)" in set(em["test"])  # bootstrap, randomization, McNemar
+    assert em["effect"].tolist() == pytest.approx([0.0] * 3) and set(tests["n"]) == {3}
+    f1 = tests[(tests["metric"] == "f1") & (tests["test"] == "paired bootstrap")]
+    assert f1["effect"].item() == pytest.approx(100 * (1.5 - 1.25) / 3)
+    assert (tests["p_holm"] >= tests["p_value"]).all()
+
+    subset = compare_methods(files, pairs=[("prompted_extractor", "zero")], where="answer_in_passages",
+                             n_resamples=999)
+    assert set(subset["n"]) == {2}
+    assert subset[subset["test"] == "paired bootstrap"].set_index("metric").loc["em", "effect"] == pytest.approx(50.0)
