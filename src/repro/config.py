@@ -159,7 +159,7 @@ class NoiseConfig:
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """GRPO training of the extractor (§3.3, App. A.2). The paper gives lr, β, ε, 1 epoch and dev-set selection;
-    every other value is a choice (docs/decisions.md, T-entries), set per profile. Batch sizes count completions
+    every other value is a choice (docs/decisions.md D37-D43), set per profile. Batch sizes count completions
     (G per prompt): prompts per optimizer step = per_device_batch_size × processes × gradient_accumulation_steps / G."""
 
     dataset: str  # the data.datasets entry trained on (the paper: NQ)

@@ -2,7 +2,7 @@
 
 With evidence, the prompt is Table 11 with `{document}` = the evidence (D5); without (Zero), Table 12. Both are
 the user turn after the fixed system message (D3); decoding is greedy. The prediction is the first non-empty
-line of the output (E4): the LoRA generator answers in one short line and stops, an untuned model may go on.
+line of the output (D47): the LoRA generator answers in one short line and stops, an untuned model may go on.
 """
 
 from __future__ import annotations

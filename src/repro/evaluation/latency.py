@@ -3,7 +3,7 @@
 The paper times extraction only, on one A800 with batch size 64 and 768 max new tokens. Here a refiner is
 built once (model load excluded), warmed up on `warmup_batches` batches of the same shape, then the whole
 query set is refined in batches of `batch_size`, `repetitions` times; seconds per query is the median
-repetition's wall time over the number of queries (E7). Decoding is greedy, so every repetition yields the same
+repetition's wall time over the number of queries (D49). Decoding is greedy, so every repetition yields the same
 evidence, whose length (extractor tokens) is reported as mean and std like the paper's §4.5, beside the length
 of the raw generated text (what the decoder actually spent its steps on).
 """

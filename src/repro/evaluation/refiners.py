@@ -8,7 +8,7 @@ fingerprint, so a changed prompt, model or decoding setting never reuses old rec
 
 - `ClosedBook`        Zero: no evidence (Table 12).
 - `FullPassages`      Full: all top-k passages, formatted as in D1.
-- `ChainOfThought`    CoT: Table 13's prompt; its whole output is the evidence (E2).
+- `ChainOfThought`    CoT: Table 13's prompt; its whole output is the evidence (D46).
 - `RationalExtractor` Table 14's prompt, generation stopped at `</extract>`, the evidence read with
                       repro.tags (D9): EviOmni's trained extractor, the released checkpoints, or an untrained
                       model prompted the same way ("prompted extraction").

@@ -3,7 +3,7 @@
 Model selection (digest #30): "the best-performing model on the dev set". Every checkpoint is scored on the
 dev split just before it is saved, with greedy rollouts and greedy masked answers of the current policy;
 the metric is `train.selection_metric` (default: F1 of o_e, the policy's answer from (q, e) alone, the
-training-time proxy of Algorithm 1's o = M_G(q, e); decision T9). The best step goes into TrainerState's
+training-time proxy of Algorithm 1's o = M_G(q, e); D41). The best step goes into TrainerState's
 `best_metric`/`best_global_step`, so it is saved with each checkpoint, survives a resume, and keeps the best
 checkpoint from being rotated away (transformers protects `best_model_checkpoint`).
 """

@@ -3,7 +3,7 @@
 A row holds the chat prompt TRL samples from (the Table 14 prompt as the user turn, D3) and the columns
 the reward needs: the question and the formatted passages (to rebuild the masked contexts of Eq. 4), the
 golden answers and L_P. L_P is the length of the formatted `{passages}` slot, numbers and titles included:
-the text the extractor actually reads and compresses (decision T6).
+the text the extractor actually reads and compresses (D40).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """A rollout of the extractor and the contexts of the answers that score it (§3.1, Eq. 4).
 
 A completion of the GRPO trainer is the whole rollout `<reason>r</reason><extract>e</extract><answer>o_f</answer>`
-(decision T1, digest #12): o_f is the answer the policy writes after its own r and e, i.e. a sample from
+(D37, digest #12): o_f is the answer the policy writes after its own r and e, i.e. a sample from
 M(· | q, P, r, e). Eq. 4 "prefills the input contexts from scratch after masking"; for the unmasked o_f context
 nothing is masked, so a fresh prefill of q, P, r, e and the continuation of the rollout condition on the same
 tokens, and under causal attention they give the same distribution. Only o_r and o_e need new contexts: those

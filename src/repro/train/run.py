@@ -100,7 +100,7 @@ def _rewards_config(cfg: Profile, answer_subset: Sequence[str] | None) -> Reward
 
 def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool = True) -> GRPOConfig:
     """TRL's config for a profile: the paper's values (lr, β, ε) and ours for what it omits
-    (decisions T3-T5, T7, T8, T12)."""
+    (D38, D39)."""
     return GRPOConfig(
         output_dir=str(output_dir), seed=cfg.seed, data_seed=cfg.seed, report_to="none",
         learning_rate=train.learning_rate, beta=train.beta, epsilon=train.epsilon, loss_type=train.loss_type,
