@@ -1,4 +1,5 @@
-"""Plots of Table 2 (scores and compression per method and dataset) and Table 4 (latency and evidence length)."""
+"""Plots of Table 2 (scores and compression per method and dataset), Table 3 (the answer-reward ablation) and
+Table 4 (latency and evidence length)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,25 @@ def plot_latency(ours: pd.DataFrame, paper: pd.DataFrame | None = None, title: s
     for ax in axes:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(title="method", fontsize=7, title_fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_ablation(table: pd.DataFrame, title: str = "") -> plt.Figure:
+    """Table 3 as bars: the Average EM of each answer subset, one panel per source (this run, the paper), each
+    subset's bar in the same colour, so the ranking of the subsets can be compared across panels."""
+    sources = list(dict.fromkeys(table["source"]))
+    fig, axes = plt.subplots(1, len(sources), figsize=(4.6 * len(sources), 3.8), squeeze=False)
+    palette = dict(zip(dict.fromkeys(table["answers"]), sns.color_palette("colorblind")))
+    for ax, source in zip(axes[0], sources):
+        rows = table[table["source"] == source]
+        sns.barplot(data=rows, x="answers", y="Average", hue="answers", palette=palette, ax=ax, legend=False)
+        ax.set(title=source, xlabel="answers averaged into R^ans", ylabel="average EM")
+        low = max(0.0, rows["Average"].min() - 2)  # the differences are a few points: zoom in
+        ax.set_ylim(low, max(low + 1, rows["Average"].max() + 1))
+        ax.tick_params(axis="x", labelrotation=35, labelsize=8)
+        ax.grid(axis="y", alpha=0.3)
     fig.suptitle(title)
     fig.tight_layout()
     return fig
