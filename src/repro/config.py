@@ -275,6 +275,34 @@ class EvaluationConfig:
             raise ConfigError(f"evaluation: {', '.join(positive)} and max_questions must be positive")
 
 
+@dataclasses.dataclass(frozen=True)
+class DistractorConfig:
+    """Tables 9-10: methods on distractor-setting sets (gold + distractor paragraphs), decoded and answered with the
+    `evaluation` settings."""
+
+    datasets: list[str]
+    methods: list[EvaluationMethod]
+    split: str = "test"
+    max_questions: int | None = None  # a seeded subset of N questions of each set (None: all)
+
+    def __post_init__(self):
+        if not self.datasets or not self.methods or len(set(self.methods)) != len(self.methods):
+            raise ConfigError("distractor: need datasets and distinct methods")
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseRobustnessConfig:
+    """Figure 5: methods on the questions of `noise.datasets` with each of `noise.counts` irrelevant passages added,
+    decoded and answered with the `evaluation` settings."""
+
+    methods: list[EvaluationMethod]
+    max_questions: int | None = None  # a seeded subset of N questions (the same at every noise level)
+
+    def __post_init__(self):
+        if not self.methods or len(set(self.methods)) != len(self.methods):
+            raise ConfigError("noise_robustness: need distinct methods")
+
+
 AnswerKey = typing.Literal["rationale", "evidence", "full"]
 
 
@@ -360,6 +388,8 @@ class Profile:
     evaluation: EvaluationConfig | None = None  # Table 2 (repro.evaluation)
     latency: LatencyConfig | None = None  # Table 4 (repro.evaluation.latency)
     ablation: AblationConfig | None = None  # Table 3 (repro.evaluation.ablation)
+    distractor: DistractorConfig | None = None  # Tables 9-10 (repro.evaluation.study)
+    noise_robustness: NoiseRobustnessConfig | None = None  # Figure 5 (repro.evaluation.study)
     agentic: AgenticConfig | None = None  # Tables 5-6 (repro.agentic)
 
 

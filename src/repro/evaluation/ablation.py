@@ -19,14 +19,12 @@ import pandas as pd
 
 from repro import stats
 from repro.config import Profile
-from repro.evaluation.methods import ModelPool, build_answerer
 from repro.evaluation.paths import predictions_path
 from repro.evaluation.records import read_records
 from repro.evaluation.refiners import RationalExtractor
-from repro.evaluation.runner import evaluate
-from repro.evaluation.study import evaluation_rows, length_tokenizer
+from repro.evaluation.study import Study, evaluation_rows, with_evaluation_settings
 from repro.evaluation.tables import summarize
-from repro.generation import GenerationParams, make_generator
+from repro.generation import make_generator
 from repro.retrieval.cache import model_fingerprint
 from repro.train.run import TrainRun, run_dir, train_extractor
 
@@ -53,23 +51,20 @@ def ablation_run(cfg: Profile, subset: Sequence[str]) -> TrainRun:
 def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     """Train (or resume, or reuse) the extractor of every subset of `cfg.ablation`, evaluate each on its test sets
     with the profile's QA generator; one row per prediction file."""
-    ab, ev = cfg.ablation, cfg.evaluation
-    if ab is None or ev is None:
-        raise ValueError(f"profile {cfg.name} needs the ablation and evaluation sections")
-    pool = ModelPool(ev.backend, cfg.models.dtype, progress=False)
-    answerer = build_answerer(cfg, pool)
-    tokenizer = length_tokenizer(cfg)
-    params = GenerationParams(max_new_tokens=ev.evidence_max_new_tokens, batch_size=ev.batch_size)
+    ab = cfg.ablation
+    if ab is None:
+        raise ValueError(f"profile {cfg.name} has no ablation section")
+    runner = Study(cfg, with_evaluation_settings(cfg, datasets=ab.datasets, split=ab.split,
+                                                 max_questions=ab.max_questions))
     sets = {dataset: evaluation_rows(cfg, dataset, ab.split, ab.max_questions) for dataset in ab.datasets}
     files = []
     for subset in ab.subsets:
         run = train_extractor(cfg, ablation_run(cfg, subset).root, answer_subset=subset, max_steps=ab.max_steps)
-        generator = make_generator(ev.backend, str(run.extractor), dtype=cfg.models.dtype, progress=False)
-        refiner = RationalExtractor(generator, model_fingerprint(str(run.extractor)), params)
+        generator = make_generator(runner.ev.backend, str(run.extractor), dtype=cfg.models.dtype, progress=False)
+        refiner = RationalExtractor(generator, model_fingerprint(str(run.extractor)), runner.params)
         for dataset, rows in sets.items():
             path = predictions_path(cfg.name, STUDY, dataset, subset_name(subset))
-            evaluate(rows, refiner, answerer, path, length_tokenizer=tokenizer, tokenizer_id=cfg.models.extractor,
-                     chunk_size=ev.chunk_size, progress=progress, desc=f"{subset_label(subset)} on {dataset}")
+            runner.evaluate(rows, refiner, path, f"{subset_label(subset)} on {dataset}", progress)
             files.append({"subset": subset_label(subset), "dataset": dataset, "path": str(path)})
         del refiner, generator  # one extractor in memory at a time
         gc.collect()

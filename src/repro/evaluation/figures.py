@@ -1,5 +1,5 @@
-"""Plots of Table 2 (scores and compression per method and dataset), Table 3 (the answer-reward ablation) and
-Table 4 (latency and evidence length)."""
+"""Plots of Table 2 (scores and compression per method and dataset; also Tables 9-10), Table 3 (the answer-reward
+ablation), Table 4 (latency and evidence length) and Figure 5 (noise robustness)."""
 
 from __future__ import annotations
 
@@ -60,6 +60,27 @@ def plot_ablation(table: pd.DataFrame, title: str = "") -> plt.Figure:
         ax.set_ylim(low, max(low + 1, rows["Average"].max() + 1))
         ax.tick_params(axis="x", labelrotation=35, labelsize=8)
         ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_noise_robustness(summary: pd.DataFrame, title: str = "") -> plt.Figure:
+    """Figure 5: EM and F1 (×100) of each method against the number of irrelevant passages added, and the EM drop
+    from the noise-free level (the paper's y-axis is unlabelled, D57); one row of panels per dataset."""
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    fig, axes = plt.subplots(len(datasets), 3, figsize=(13, 3.4 * len(datasets)), squeeze=False)
+    for row, dataset in zip(axes, datasets):
+        data = summary[summary["dataset"] == dataset]
+        noise_free = data[data["noise"] == data["noise"].min()].set_index("method")["EM"]
+        data = data.assign(**{"EM drop": data["method"].map(noise_free) - data["EM"]})
+        for ax, metric in zip(row, ("EM", "F1", "EM drop")):
+            sns.lineplot(data=data, x="noise", y=metric, hue="method", marker="o", ax=ax)
+            ax.set(title=f"{dataset}: {metric}", xlabel="irrelevant passages added",
+                   xticks=sorted(data["noise"].unique()))
+            ax.grid(alpha=0.3)
+            if ax is not row[-1]:
+                ax.get_legend().remove()
     fig.suptitle(title)
     fig.tight_layout()
     return fig
