@@ -10,10 +10,11 @@ from conftest import ROOT
 
 from repro.agentic.actions import INVALID_ACTION_MESSAGE, format_documents, information_block
 from repro.agentic.cases import case_html, case_kind, cases_html, pair_trajectories, pick_cases
-from repro.agentic.study import (_record, extractor_ref, model_label, sample_items, summarize, table5_layout,
-                                 table6_layout)
+from repro.agentic.study import (_record, compare_conditions, extractor_ref, model_label, paired_item_scores,
+                                 sample_items, summarize, table5_layout, table6_layout, trajectory_path)
 from repro.agentic.trajectory import Trajectory, Turn
 from repro.config import load_profile
+from repro.io import write_jsonl
 
 DOC = {"id": "1", "contents": '"Britney Spears"\nSpears was born in McComb, Mississippi, the second child.',
        "score": 1.0}
@@ -146,3 +147,25 @@ def test_case_view_shows_both_runs_side_by_side(runs):
     assert "Terminated early with the EviOmni: 1 search(es) instead of 2" in page
     assert "answer: McComb, Mississippi (correct); searches: 1" in page
     assert "Terminated early" not in case_html("fixed", without[1], with_[1])
+
+
+def test_conditions_are_compared_on_the_same_items(tmp_path):
+    """Six items: with the extractor, items 0-3 right (without: 0-1), one search fewer on each item."""
+    agent = "embedded:smollm2-135m-instruct"
+    without = [{"id": str(i), "em": int(i < 2), "searches": 2} for i in range(6)]
+    with_ = [{"id": str(i), "em": int(i < 4), "searches": 1} for i in reversed(range(6))]  # another order
+    for condition, records in (("without", without), ("with", with_)):
+        write_jsonl(trajectory_path(tmp_path, agent, condition, "fanoutqa"), records)
+    summary = pd.DataFrame([{"agent": agent, "dataset": "fanoutqa", "condition": c} for c in ("without", "with")])
+    table = compare_conditions(summary, tmp_path, n_resamples=999)
+    mcnemar = table[(table["metric"] == "em") & (table["test"] == "McNemar (exact)")].iloc[0]
+    assert mcnemar["effect"] == pytest.approx(100 * 2 / 6)  # points, with − without
+    assert mcnemar["p_value"] == pytest.approx(0.5)  # 2 discordant pairs, both one way: 2 * 0.5**2
+    searches = table[table["metric"] == "searches"]
+    assert set(searches["effect"]) == {-1.0} and (table["n"] == 6).all()
+    assert (table["p_holm"] >= table["p_value"]).all()
+
+
+def test_conditions_on_different_items_are_refused():
+    with pytest.raises(ValueError, match="different items"):
+        paired_item_scores([{"id": "a", "em": 1, "searches": 1}], [{"id": "b", "em": 1, "searches": 1}])

@@ -80,3 +80,15 @@ def test_paired_tests_on_the_same_items(files):
                              n_resamples=999)
     assert set(subset["n"]) == {2}
     assert subset[subset["test"] == "paired bootstrap"].set_index("metric").loc["em", "effect"] == pytest.approx(50.0)
+
+
+def test_extra_file_columns_such_as_the_noise_level_are_kept_and_plotted(files):
+    from repro.evaluation.figures import plot_noise_robustness
+
+    noisy = pd.concat([files.assign(noise=0), files.assign(noise=2)], ignore_index=True)
+    summary = summarize_files(noisy)
+    assert list(summary.columns[:3]) == ["dataset", "noise", "method"] and list(summary["noise"]) == [0, 0, 2, 2]
+    fig = plot_noise_robustness(summary)
+    assert [ax.get_title() for ax in fig.axes] == ["set: EM", "set: F1", "set: EM drop"]
+    drop = fig.axes[2].get_lines()[0].get_ydata()  # the same files at both levels: no drop
+    assert list(drop) == [0.0, 0.0]

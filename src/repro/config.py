@@ -336,6 +336,55 @@ class EvaluationConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class DistractorConfig:
+    """Tables 9-10: methods on distractor-setting sets (gold + distractor paragraphs), decoded and answered with the
+    `evaluation` settings."""
+
+    datasets: list[str]
+    methods: list[EvaluationMethod]
+    split: str = "test"
+    max_questions: int | None = None  # a seeded subset of N questions of each set (None: all)
+
+    def __post_init__(self):
+        if not self.datasets or not self.methods or len(set(self.methods)) != len(self.methods):
+            raise ConfigError("distractor: need datasets and distinct methods")
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseRobustnessConfig:
+    """Figure 5: methods on the questions of `noise.datasets` with each of `noise.counts` irrelevant passages added,
+    decoded and answered with the `evaluation` settings."""
+
+    methods: list[EvaluationMethod]
+    max_questions: int | None = None  # a seeded subset of N questions (the same at every noise level)
+
+    def __post_init__(self):
+        if not self.methods or len(set(self.methods)) != len(self.methods):
+            raise ConfigError("noise_robustness: need distinct methods")
+
+
+AnswerKey = typing.Literal["rationale", "evidence", "full"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AblationConfig:
+    """Table 3: one GRPO run per answer subset (`rewards.answer_subset`), each evaluated like Table 2's EviOmni
+    column with the profile's `evaluation` settings (repro.evaluation.ablation, D43)."""
+
+    subsets: list[tuple[AnswerKey, ...]]
+    datasets: list[str]
+    split: str = "test"
+    max_steps: int | None = None  # optimizer steps per run (None: train.max_steps)
+    max_questions: int | None = None  # a seeded subset of N test questions of each set (None: all)
+
+    def __post_init__(self):
+        keys = [frozenset(s) for s in self.subsets]
+        if not keys or not self.datasets or any(len(k) != len(s) or not k for k, s in zip(keys, self.subsets)) \
+                or len(set(keys)) != len(keys):
+            raise ConfigError("ablation: need datasets and distinct non-empty subsets of distinct answer names")
+
+
+@dataclasses.dataclass(frozen=True)
 class LatencyConfig:
     """Table 4: seconds per query of evidence extraction, model load excluded (§4.5: batch 64, 768 new tokens)."""
 
@@ -398,6 +447,9 @@ class Profile:
     qa_generator: QAGeneratorConfig | None = None  # LoRA QA generator (repro.train.sft)
     evaluation: EvaluationConfig | None = None  # Table 2 (repro.evaluation)
     latency: LatencyConfig | None = None  # Table 4 (repro.evaluation.latency)
+    ablation: AblationConfig | None = None  # Table 3 (repro.evaluation.ablation)
+    distractor: DistractorConfig | None = None  # Tables 9-10 (repro.evaluation.study)
+    noise_robustness: NoiseRobustnessConfig | None = None  # Figure 5 (repro.evaluation.study)
     baselines: BaselinesConfig | None = None  # Table 2's VAR baselines (repro.baselines)
     agentic: AgenticConfig | None = None  # Tables 5-6 (repro.agentic)
 

@@ -29,10 +29,11 @@ class InputError(ValueError):
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success rename it onto `path`, on failure delete it."""
+    """Yield a temporary path beside `path` with the same suffix (writers that check it, e.g. papermill, accept
+    it); on success rename it onto `path`, on failure delete it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=f".tmp{path.suffix}", dir=path.parent)
     os.close(fd)
     tmp = Path(tmp)
     try:

@@ -4,6 +4,7 @@ each dataset, without and with the evidence extractor; per-item trajectories, th
     summary = run_study(cfg, out_dir)                  # writes trajectories/<agent>/<condition>/<dataset>.jsonl
     table5 = table5_layout(summary, cfg)               # EM and CR per dataset, the paper's rows beside
     table6 = table6_layout(summary, cfg)               # average number of searches
+    tests = compare_conditions(summary, out_dir)       # with vs without the extractor, paired per item
 
 CR of one trajectory is Σ L(retrieved) / Σ L(evidence) over its searches (see repro.agentic.trajectory);
 a dataset's CR is the mean over trajectories that searched at least once (the ratio of the summed lengths is
@@ -23,6 +24,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from repro import stats
 from repro.agentic.extractor import EvidenceExtractor
 from repro.agentic.loop import AgentSettings, run_agent
 from repro.agentic.search import LocalSearch, RetrievalClient, Search
@@ -176,6 +178,34 @@ def summarize(records: list[dict]) -> dict:
 
 def read_trajectories(out_dir: str | Path, agent: str, condition: str, dataset: str) -> list[Trajectory]:
     return [Trajectory.from_record(r) for r in read_jsonl(trajectory_path(out_dir, agent, condition, dataset))]
+
+
+def paired_item_scores(without: list[dict], with_: list[dict]) -> tuple[dict, dict]:
+    """Per-item EM and number of searches of the two conditions, aligned by item id."""
+    by_id = {r["id"]: r for r in with_}
+    if set(by_id) != {r["id"] for r in without}:
+        raise ValueError("the two conditions were run on different items")
+    pairs = [(r, by_id[r["id"]]) for r in without]
+    return tuple({"em": [float(p[k]["em"]) for p in pairs], "searches": [float(p[k]["searches"]) for p in pairs]}
+                 for k in (0, 1))
+
+
+def compare_conditions(summary: pd.DataFrame, out_dir: str | Path, n_resamples: int = 10_000,
+                       seed: int = 0) -> pd.DataFrame:
+    """Agent with the extractor against the agent alone, on the same items of each agent × dataset: paired
+    bootstrap CI and approximate randomization on EM and on the number of searches, exact McNemar on EM
+    (repro.stats, D21). `effect` is with − without (EM in points); `p_holm` is Holm-corrected across all rows."""
+    rows = []
+    for (agent, dataset), _ in summary.groupby(["agent", "dataset"], sort=False):
+        without, with_ = (read_jsonl(trajectory_path(out_dir, agent, c, dataset)) for c in CONDITIONS)
+        scores_without, scores_with = paired_item_scores(list(without), list(with_))
+        tests = stats.compare_per_item(scores_with, scores_without, n_resamples=n_resamples, seed=seed)
+        rows.append(tests.assign(agent=agent, dataset=dataset))
+    table = pd.concat(rows, ignore_index=True)
+    em = table["metric"] == "em"
+    table.loc[em, ["effect", "ci_low", "ci_high"]] *= 100
+    table["p_holm"] = stats.holm(table["p_value"])[0]
+    return table[["agent", "dataset", "metric", "test", "n", "effect", "ci_low", "ci_high", "p_value", "p_holm"]]
 
 
 # ---- Tables 5 and 6 -------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""Plots of Table 2 (scores and compression per method and dataset) and Table 4 (latency and evidence length)."""
+"""Plots of Table 2 (scores and compression per method and dataset; also Tables 9-10), Table 3 (the answer-reward
+ablation), Table 4 (latency and evidence length) and Figure 5 (noise robustness)."""
 
 from __future__ import annotations
 
@@ -40,6 +41,46 @@ def plot_latency(ours: pd.DataFrame, paper: pd.DataFrame | None = None, title: s
     for ax in axes:
         ax.grid(axis="y", alpha=0.3)
         ax.legend(title="method", fontsize=7, title_fontsize=8)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_ablation(table: pd.DataFrame, title: str = "") -> plt.Figure:
+    """Table 3 as bars: the Average EM of each answer subset, one panel per source (this run, the paper), each
+    subset's bar in the same colour, so the ranking of the subsets can be compared across panels."""
+    sources = list(dict.fromkeys(table["source"]))
+    fig, axes = plt.subplots(1, len(sources), figsize=(4.6 * len(sources), 3.8), squeeze=False)
+    palette = dict(zip(dict.fromkeys(table["answers"]), sns.color_palette("colorblind")))
+    for ax, source in zip(axes[0], sources):
+        rows = table[table["source"] == source]
+        sns.barplot(data=rows, x="answers", y="Average", hue="answers", palette=palette, ax=ax, legend=False)
+        ax.set(title=source, xlabel="answers averaged into R^ans", ylabel="average EM")
+        low = max(0.0, rows["Average"].min() - 2)  # the differences are a few points: zoom in
+        ax.set_ylim(low, max(low + 1, rows["Average"].max() + 1))
+        ax.tick_params(axis="x", labelrotation=35, labelsize=8)
+        ax.grid(axis="y", alpha=0.3)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_noise_robustness(summary: pd.DataFrame, title: str = "") -> plt.Figure:
+    """Figure 5: EM and F1 (×100) of each method against the number of irrelevant passages added, and the EM drop
+    from the noise-free level (the paper's y-axis is unlabelled, D57); one row of panels per dataset."""
+    datasets = list(dict.fromkeys(summary["dataset"]))
+    fig, axes = plt.subplots(len(datasets), 3, figsize=(13, 3.4 * len(datasets)), squeeze=False)
+    for row, dataset in zip(axes, datasets):
+        data = summary[summary["dataset"] == dataset]
+        noise_free = data[data["noise"] == data["noise"].min()].set_index("method")["EM"]
+        data = data.assign(**{"EM drop": data["method"].map(noise_free) - data["EM"]})
+        for ax, metric in zip(row, ("EM", "F1", "EM drop")):
+            sns.lineplot(data=data, x="noise", y=metric, hue="method", marker="o", ax=ax)
+            ax.set(title=f"{dataset}: {metric}", xlabel="irrelevant passages added",
+                   xticks=sorted(data["noise"].unique()))
+            ax.grid(alpha=0.3)
+            if ax is not row[-1]:
+                ax.get_legend().remove()
     fig.suptitle(title)
     fig.tight_layout()
     return fig

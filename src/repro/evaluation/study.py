@@ -1,6 +1,8 @@
-"""A study = every configured method on every configured question set; Table 2 is the `main_comparison` study.
+"""A study = every configured method on every configured question set, one prediction file each.
 
-    files = run_main_comparison(cfg)     # DataFrame: dataset, method, path (one prediction file each)
+    files = run_main_comparison(cfg)     # Table 2: cfg.evaluation; DataFrame: dataset, method, path
+    files = run_distractor_setting(cfg)  # Tables 9-10: cfg.distractor (gold + distractor paragraphs)
+    files = run_noise_robustness(cfg)    # Figure 5: cfg.noise_robustness over the noisy contexts; + noise column
 
 Models are loaded once and shared across methods and datasets; each (dataset, method) file is resumable and
 reused when its configuration is unchanged (repro.evaluation.records).
@@ -8,21 +10,25 @@ reused when its configuration is unchanged (repro.evaluation.records).
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import pandas as pd
 from transformers import AutoTokenizer
 
 from repro.assets import resolve
-from repro.config import Profile
+from repro.config import EvaluationConfig, Profile
 from repro.data import layout
 from repro.evaluation.methods import METHODS, ModelPool, build_answerer, build_refiner
 from repro.evaluation.paths import predictions_path
+from repro.evaluation.refiners import Refiner
 from repro.evaluation.runner import evaluate
 from repro.generation import GenerationParams
 from repro.retrieval.quality import read_contexts
 
 MAIN_COMPARISON = "main_comparison"
+DISTRACTOR_SETTING = "distractor_setting"
+NOISE_ROBUSTNESS = "noise_robustness"
 
 
 def sample_rows(rows: list[dict], max_questions: int | None, seed: int) -> list[dict]:
@@ -44,22 +50,81 @@ def length_tokenizer(cfg: Profile):
     return AutoTokenizer.from_pretrained(resolve(cfg.models.extractor, cfg.name))
 
 
-def run_main_comparison(cfg: Profile, study: str = MAIN_COMPARISON, progress: bool = True) -> pd.DataFrame:
-    """Run (or reuse) every method of `cfg.evaluation` on every dataset; one row per prediction file."""
-    ev = cfg.evaluation
+class Study:
+    """What the methods of a study share: the QA generator, the length tokenizer, the decoding settings and the
+    loaded models."""
+
+    def __init__(self, cfg: Profile, ev: EvaluationConfig):
+        self.cfg, self.ev = cfg, ev
+        self.pool = ModelPool(ev.backend, cfg.models.dtype, progress=False)
+        self.answerer = build_answerer(cfg, self.pool)
+        self.tokenizer = length_tokenizer(cfg)
+        self.params = GenerationParams(max_new_tokens=ev.evidence_max_new_tokens, batch_size=ev.batch_size)
+        self._refiners = {}
+
+    def refiner(self, method: str):
+        if method not in self._refiners:
+            self._refiners[method] = build_refiner(method, self.cfg, self.pool, self.params)
+        return self._refiners[method]
+
+    def evaluate(self, rows: list[dict], refiner: Refiner, path, desc: str, progress: bool = True) -> list[dict]:
+        return evaluate(rows, refiner, self.answerer, path, length_tokenizer=self.tokenizer,
+                        tokenizer_id=self.cfg.models.extractor, chunk_size=self.ev.chunk_size, progress=progress,
+                        desc=desc)
+
+
+def run_study(cfg: Profile, ev: EvaluationConfig | None, study: str, progress: bool = True) -> pd.DataFrame:
+    """Run (or reuse) every method of `ev` on every dataset of `ev`; one row per prediction file."""
     if ev is None:
-        raise ValueError(f"profile {cfg.name} has no evaluation section")
-    pool = ModelPool(ev.backend, cfg.models.dtype, progress=False)
-    answerer = build_answerer(cfg, pool)
-    tokenizer = length_tokenizer(cfg)
-    params = GenerationParams(max_new_tokens=ev.evidence_max_new_tokens, batch_size=ev.batch_size)
+        raise ValueError(f"profile {cfg.name} has no configuration for the {study} study")
+    runner = Study(cfg, ev)
     sets = {dataset: evaluation_rows(cfg, dataset, ev.split, ev.max_questions) for dataset in ev.datasets}
     files = []
-    for key in ev.methods:
-        refiner = build_refiner(key, cfg, pool, params)
+    for method in ev.methods:
         for dataset, rows in sets.items():
-            path = predictions_path(cfg.name, study, dataset, key)
-            evaluate(rows, refiner, answerer, path, length_tokenizer=tokenizer, tokenizer_id=cfg.models.extractor,
-                     chunk_size=ev.chunk_size, progress=progress, desc=f"{METHODS[key].label} on {dataset}")
-            files.append({"dataset": dataset, "method": key, "path": str(path)})
+            path = predictions_path(cfg.name, study, dataset, method)
+            runner.evaluate(rows, runner.refiner(method), path, f"{METHODS[method].label} on {dataset}", progress)
+            files.append({"dataset": dataset, "method": method, "path": str(path)})
+    return pd.DataFrame(files)
+
+
+def run_main_comparison(cfg: Profile, progress: bool = True) -> pd.DataFrame:
+    """Table 2: the methods of `cfg.evaluation` on its (open-domain) sets."""
+    return run_study(cfg, cfg.evaluation, MAIN_COMPARISON, progress)
+
+
+def with_evaluation_settings(cfg: Profile, **study) -> EvaluationConfig:
+    """`cfg.evaluation` (decoding, QA generator, batching) with a study's own datasets, methods and size."""
+    if cfg.evaluation is None:
+        raise ValueError(f"profile {cfg.name} has no evaluation section")
+    return dataclasses.replace(cfg.evaluation, **study)
+
+
+def run_distractor_setting(cfg: Profile, progress: bool = True) -> pd.DataFrame:
+    """Tables 9-10: the methods of `cfg.distractor` on distractor-setting sets (gold + distractor paragraphs)."""
+    if cfg.distractor is None:
+        raise ValueError(f"profile {cfg.name} has no distractor section")
+    return run_study(cfg, with_evaluation_settings(cfg, **dataclasses.asdict(cfg.distractor)), DISTRACTOR_SETTING,
+                     progress)
+
+
+def run_noise_robustness(cfg: Profile, progress: bool = True) -> pd.DataFrame:
+    """Figure 5: the methods of `cfg.noise_robustness` on the same questions with k = each of `noise.counts`
+    irrelevant passages added (data/<profile>/noise); one row per (dataset, noise, method) prediction file."""
+    settings, noise = cfg.noise_robustness, cfg.noise
+    if settings is None or noise is None:
+        raise ValueError(f"profile {cfg.name} needs the noise and noise_robustness sections")
+    ev = with_evaluation_settings(cfg, datasets=noise.datasets, split=noise.split, methods=settings.methods,
+                                  max_questions=settings.max_questions)
+    runner = Study(cfg, ev)
+    files = []
+    for dataset in noise.datasets:
+        for k in noise.counts:
+            rows = sample_rows(read_contexts(layout.noise_path(cfg.name, dataset, noise.split, k)), ev.max_questions,
+                               cfg.seed)
+            for method in ev.methods:
+                path = predictions_path(cfg.name, NOISE_ROBUSTNESS, f"{dataset}/k{k}", method)
+                runner.evaluate(rows, runner.refiner(method), path, f"{METHODS[method].label}, {dataset} + {k}",
+                                progress)
+                files.append({"dataset": dataset, "noise": k, "method": method, "path": str(path)})
     return pd.DataFrame(files)

@@ -47,18 +47,20 @@ def summarize(records: Sequence[dict]) -> dict:
 
 
 def summarize_files(files: pd.DataFrame, where: str | None = None) -> pd.DataFrame:
-    """`summarize` of each file listed in `files` (columns dataset, method, path); with `where`, only the items
-    whose record field `where` is true (e.g. "answer_in_passages")."""
+    """`summarize` of each file listed in `files` (columns dataset, method, path, and any others, e.g. the noise
+    level, which are kept); with `where`, only the items whose record field `where` is true (e.g.
+    "answer_in_passages")."""
+    extra = [c for c in files.columns if c not in ("dataset", "method", "path")]
     rows = []
-    for entry in files.itertuples(index=False):
-        records = read_records(entry.path)
+    for entry in files.to_dict("records"):
+        records = read_records(entry["path"])
         if where is not None:
             records = [r for r in records if r[where]]
         if records:
-            method = METHODS[entry.method]
-            rows.append({"dataset": entry.dataset, "method": method.label, "group": method.group,
-                         **summarize(records)})
-    return pd.DataFrame(rows, columns=list(SUMMARY_COLUMNS))
+            method = METHODS[entry["method"]]
+            rows.append({"dataset": entry["dataset"], **{c: entry[c] for c in extra}, "method": method.label,
+                         "group": method.group, **summarize(records)})
+    return pd.DataFrame(rows, columns=[SUMMARY_COLUMNS[0], *extra, *SUMMARY_COLUMNS[1:]])
 
 
 def table2(summary: pd.DataFrame, labels: dict[str, str] | None = None, paper: pd.DataFrame | None = None,

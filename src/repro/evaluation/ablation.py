@@ -1,0 +1,123 @@
+"""Table 3 (§4.3): the answer-reward ablation — one GRPO run per subset of {o_r, o_e, o_f} averaged into R^ans,
+each extractor evaluated like Table 2's EviOmni column (D43).
+
+    files = run_ablation(cfg)                  # DataFrame: subset, dataset, path (one prediction file each)
+    summary = summarize_ablation(files)        # n, EM, F1, CR per (subset, dataset)
+    table = table3(summary, labels, paper)     # Table 3's layout: EM per dataset and the average, paper beside
+    tests = compare_subsets(files)             # each subset against all three answers, paired per item
+
+Runs live in data/<profile>/train/ablation/<subset>/ (resumable like the main run, repro.train.run) and their
+prediction files in data/<profile>/predictions/ablation_answer_rewards/<dataset>/<subset>.jsonl.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Sequence
+
+import pandas as pd
+
+from repro import stats
+from repro.config import Profile
+from repro.evaluation.paths import predictions_path
+from repro.evaluation.records import read_records
+from repro.evaluation.refiners import RationalExtractor
+from repro.evaluation.study import Study, evaluation_rows, with_evaluation_settings
+from repro.evaluation.tables import summarize
+from repro.generation import make_generator
+from repro.retrieval.cache import model_fingerprint
+from repro.train.run import TrainRun, run_dir, train_extractor
+
+STUDY = "ablation_answer_rewards"
+ANSWER_LABELS = {"rationale": "Rationale", "evidence": "Evidence", "full": "Full Ctx"}  # the paper's row names
+LABEL_ORDER = ("evidence", "rationale", "full")  # "Evidence+Rationale+Full Ctx", as Table 3 writes them
+ALL_ANSWERS = frozenset(ANSWER_LABELS)
+
+
+def subset_label(subset: Sequence[str]) -> str:
+    """Table 3's row name of an answer subset, e.g. ("full", "evidence") → "Evidence+Full Ctx"."""
+    return "+".join(ANSWER_LABELS[key] for key in LABEL_ORDER if key in subset)
+
+
+def subset_name(subset: Sequence[str]) -> str:
+    """A file-safe name of an answer subset, e.g. "evidence+full"."""
+    return "+".join(key for key in LABEL_ORDER if key in subset)
+
+
+def ablation_run(cfg: Profile, subset: Sequence[str]) -> TrainRun:
+    return TrainRun(run_dir(cfg.name, f"ablation/{subset_name(subset)}"))
+
+
+def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:
+    """Train (or resume, or reuse) the extractor of every subset of `cfg.ablation`, evaluate each on its test sets
+    with the profile's QA generator; one row per prediction file."""
+    ab = cfg.ablation
+    if ab is None:
+        raise ValueError(f"profile {cfg.name} has no ablation section")
+    runner = Study(cfg, with_evaluation_settings(cfg, datasets=ab.datasets, split=ab.split,
+                                                 max_questions=ab.max_questions))
+    sets = {dataset: evaluation_rows(cfg, dataset, ab.split, ab.max_questions) for dataset in ab.datasets}
+    files = []
+    for subset in ab.subsets:
+        run = train_extractor(cfg, ablation_run(cfg, subset).root, answer_subset=subset, max_steps=ab.max_steps)
+        generator = make_generator(runner.ev.backend, str(run.extractor), dtype=cfg.models.dtype, progress=False)
+        refiner = RationalExtractor(generator, model_fingerprint(str(run.extractor)), runner.params)
+        for dataset, rows in sets.items():
+            path = predictions_path(cfg.name, STUDY, dataset, subset_name(subset))
+            runner.evaluate(rows, refiner, path, f"{subset_label(subset)} on {dataset}", progress)
+            files.append({"subset": subset_label(subset), "dataset": dataset, "path": str(path)})
+        del refiner, generator  # one extractor in memory at a time
+        gc.collect()
+    return pd.DataFrame(files)
+
+
+def summarize_ablation(files: pd.DataFrame) -> pd.DataFrame:
+    """n, EM, F1 (×100) and CR of every prediction file of the ablation."""
+    return pd.DataFrame([{"subset": f.subset, "dataset": f.dataset, **summarize(read_records(f.path))}
+                         for f in files.itertuples(index=False)])
+
+
+def table3(summary: pd.DataFrame, labels: dict[str, str] | None = None, paper: pd.DataFrame | None = None,
+           source: str = "this run") -> pd.DataFrame:
+    """Table 3's layout: one row per (source, answer subset), EM per dataset and their mean ("Average", as the
+    paper computes it); `paper` (rows of repro.paper.load_paper_tables(3)) adds the paper's rows below."""
+    ours = summary.assign(dataset=summary["dataset"].map(lambda d: (labels or {}).get(d, d)), source=source)
+    wide = ours.pivot_table(index=["source", "subset"], columns="dataset", values="EM", sort=False)
+    wide["Average"] = wide.mean(axis=1)
+    blocks = [wide.reindex(pd.MultiIndex.from_product([[source], list(dict.fromkeys(summary["subset"]))]))]
+    if paper is not None:
+        paper = paper[paper["metric"] == "EM"].assign(source=lambda p: "paper (" + p["model_size"] + ")")
+        blocks.append(paper.pivot_table(index=["source", "method"], columns="dataset", values="value", sort=False))
+    table = pd.concat(blocks)
+    table = table[[c for c in table.columns if c != "Average"] + ["Average"]]
+    table.index.names = ["source", "answers"]
+    return table.reset_index().rename_axis(columns=None)
+
+
+def compare_subsets(files: pd.DataFrame, reference: str = subset_label(ALL_ANSWERS), n_resamples: int = 10_000,
+                    seed: int = 0) -> pd.DataFrame:
+    """Each subset against `reference` (all three answers, the paper's setting) on the same questions of each
+    dataset: EM differences in points with McNemar, randomization and bootstrap (repro.stats), Holm across rows."""
+    rows = []
+    for dataset, group in files.groupby("dataset", sort=False):
+        paths = dict(zip(group["subset"], group["path"]))
+        if reference not in paths:
+            continue
+        base = {r["id"]: r["em"] for r in read_records(paths[reference])}
+        for subset, path in paths.items():
+            if subset == reference:
+                continue
+            other = {r["id"]: r["em"] for r in read_records(path)}
+            if set(other) != set(base):
+                raise ValueError(f"{path} and {paths[reference]} hold different questions")
+            ids = list(base)
+            tests = stats.compare_per_item({"em": [other[i] for i in ids]}, {"em": [base[i] for i in ids]},
+                                           n_resamples=n_resamples, seed=seed)
+            rows.append(tests.assign(dataset=dataset, subset=subset, reference=reference))
+    if not rows:
+        return pd.DataFrame(columns=["dataset", "subset", "reference", "test", "n", "effect", "ci_low", "ci_high",
+                                     "p_value", "p_holm"])
+    table = pd.concat(rows, ignore_index=True)
+    table[["effect", "ci_low", "ci_high"]] *= 100
+    table["p_holm"] = stats.holm(table["p_value"])[0]
+    return table[["dataset", "subset", "reference", "test", "n", "effect", "ci_low", "ci_high", "p_value", "p_holm"]]
