@@ -46,7 +46,7 @@ def test_checksum_mismatch_is_refused():
 
 
 @pytest.mark.parametrize("packaged", [assets.SMOLLM2_GGUF, assets.MINILM_WEIGHTS, assets.OVOS_SUMMARIES,
-                                      assets.FANOUTQA_DEV, assets.CL100K])
+                                      assets.FANOUTQA_DEV, assets.CL100K, assets.SPACY_EN])
 def test_installed_packages_match_their_checksums(packaged):
     assert packaged.verified().is_file()
 
@@ -54,7 +54,9 @@ def test_installed_packages_match_their_checksums(packaged):
 def test_referenced_assets_of_the_profiles():
     assert "tiny-random-llama" in assets.referenced_assets(load_profile("ci"))
     assert "smollm2-135m-instruct" in assets.referenced_assets(load_profile("tiny"))
-    assert assets.referenced_assets(load_profile("paper-7b")) == []
+    assert "llmlingua2-untrained-minilm" in assets.referenced_assets(load_profile("tiny"))
+    # the paper profiles need only the tiktoken vocabulary and the spaCy pipeline (pip packages, no weights)
+    assert assets.referenced_assets(load_profile("paper-7b")) == ["cl100k-base", "en-core-web-sm"]
 
 
 def test_tiny_random_llama_is_deterministic_and_has_the_real_tokenizer(tmp_path):

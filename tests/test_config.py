@@ -35,6 +35,10 @@ def test_embedded_profiles_need_no_hub():
     for name in ("ci", "tiny"):
         models = load_profile(name).models
         assert all(ref.startswith("embedded:") for ref in [models.extractor, models.generator, *models.agents])
+        baselines = load_profile(name).baselines
+        refs = [baselines.selective_context.model, baselines.selective_context.phrase_parser,
+                baselines.llmlingua2.standin, baselines.llmlingua2.tiktoken, baselines.recomp.model]
+        assert all(ref.startswith("embedded:") for ref in refs) and baselines.llmlingua2.model is None
 
 
 def _params(tmp_path, body: str):

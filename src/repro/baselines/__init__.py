@@ -1,0 +1,11 @@
+"""Table 2's vanilla-refinement (VAR) baselines, each a `repro.evaluation.refiners.Refiner`, one module each:
+
+- `selective_context`  SeleCtx (Li et al., 2023): self-information of lexical units under a causal LM,
+                       percentile pruning to a reduction ratio
+- `llmlingua2`         LLMLingua-2 (Pan et al., 2024) through the llmlingua package, offline
+- `recomp`             RECOMP extractive (Xu et al., 2024): top-n sentences by dual-encoder score, original order
+- `sentences`          the sentence splitter they share (Selective Context's rule)
+
+The methods that use them are registered in repro.evaluation.methods; their settings are params.yaml's
+`baselines` section; choices are docs/decisions.md DBP1-DBP7.
+"""
