@@ -220,7 +220,7 @@ EvaluationMethod = typing.Literal["zero", "full", "selective_context", "llmlingu
 @dataclasses.dataclass(frozen=True)
 class SelectiveContextConfig:
     """SeleCtx (Li et al., 2023): self-information of lexical units under a causal LM, the lowest-scoring
-    `reduce_ratio` of the units removed (repro.baselines.selective_context; decisions DBP1-DBP3)."""
+    `reduce_ratio` of the units removed (repro.baselines.selective_context; decisions D59-D61)."""
 
     model: str  # causal LM whose -log p(token | preceding) scores the units
     reduce_ratio: float = 0.5  # percentile of unit self-information below which units are removed
@@ -239,7 +239,7 @@ class SelectiveContextConfig:
 
 @dataclasses.dataclass(frozen=True)
 class LLMLingua2Config:
-    """LLMLingua-2 (Pan et al., 2024) through the llmlingua package (repro.baselines.llmlingua2; DBP3-DBP5)."""
+    """LLMLingua-2 (Pan et al., 2024) through the llmlingua package (repro.baselines.llmlingua2; D61-D63)."""
 
     tiktoken: str  # cl100k_base.tiktoken, seeded into tiktoken's cache (llmlingua counts GPT-3.5 tokens)
     model: str | None = None  # a real LLMLingua-2 checkpoint: method `llmlingua2`
@@ -256,7 +256,7 @@ class LLMLingua2Config:
 @dataclasses.dataclass(frozen=True)
 class RecompConfig:
     """RECOMP extractive (Xu et al., 2024): the top-n sentences by dual-encoder score against the query,
-    in their original order (repro.baselines.recomp; DBP3, DBP6, DBP7)."""
+    in their original order (repro.baselines.recomp; D61, D64, D65)."""
 
     model: str  # sentence-transformers directory or hub id (RECOMP's released compressors load as mean pooling)
     top_n: int = 5

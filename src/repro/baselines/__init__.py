@@ -7,5 +7,5 @@
 - `sentences`          the sentence splitter they share (Selective Context's rule)
 
 The methods that use them are registered in repro.evaluation.methods; their settings are params.yaml's
-`baselines` section; choices are docs/decisions.md DBP1-DBP7.
+`baselines` section; choices are docs/decisions.md D59-D65.
 """

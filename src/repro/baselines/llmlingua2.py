@@ -14,7 +14,7 @@ gives the same result as one call per row because llmlingua thresholds every chu
 Offline: llmlingua counts GPT-3.5 tokens with tiktoken's cl100k_base, which tiktoken downloads;
 `seed_tiktoken_cache` puts the packaged vocabulary where tiktoken looks first. No LLMLingua-2 weights ship
 offline: `repro.assets.build_llmlingua2_standin` makes the embedded default's stand-in (MiniLM with an untrained head),
-whose column is labelled "LLMLingua-2 (untrained stand-in)". Choices: docs/decisions.md DBP3-DBP5.
+whose column is labelled "LLMLingua-2 (untrained stand-in)". Choices: docs/decisions.md D61-D63.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ all-MiniLM-L6-v2 (mean pooling, normalised: the inner product is the cosine).
     refiner = RecompExtractive(encoder, model_id, settings)
     refiner.refine(rows)          # one Refinement per contexts row
 
-Choices (sentence splitting, n, one compressor for every dataset): docs/decisions.md DBP3, DBP6, DBP7.
+Choices (sentence splitting, n, one compressor for every dataset): docs/decisions.md D61, D64, D65.
 """
 
 from __future__ import annotations

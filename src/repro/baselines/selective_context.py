@@ -11,7 +11,7 @@ tokens' (mean, as the released code; or the sum of the paper's additivity argume
 
 The context of an item is the Full document (one `Passage i (Title: t): text` line per passage, D1): sentences
 never cross lines, the line breaks are kept, and the percentile is taken over every unit of the item.
-Departures from the original and the choices it leaves open: docs/decisions.md DBP1-DBP3.
+Departures from the original and the choices it leaves open: docs/decisions.md D59-D61.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The rule is Selective Context's released one (`sent_tokenize_pattern`): split at whitespace that follows
 "." or "?", except after an abbreviation such as "e.g." or "Mr.". Whitespace runs are first collapsed to one
-space, as Selective Context's `beautify_context` does (DBP2).
+space, as Selective Context's `beautify_context` does (D60).
 """
 
 from __future__ import annotations
