@@ -25,11 +25,14 @@ def test_a_question_subset_is_seeded_and_kept_in_file_order():
 def test_every_configurable_method_is_registered():
     assert set(METHODS) == set(typing.get_args(EvaluationMethod))
     assert {m.key for m in METHODS.values() if m.group == "VAR"} == {
-        "selective_context", "llmlingua2", "llmlingua2_standin", "recomp"}
+        "selective_context", "llmlingua2", "llmlingua2_standin", "recomp", "filco", "seer"}
     for name in ("ci", "tiny", "paper-1.5b", "paper-7b"):
         cfg = load_profile(name)
         assert set(cfg.evaluation.methods) <= set(METHODS) and set(cfg.latency.methods) <= set(METHODS)
-        assert set(cfg.evaluation.datasets) <= {d.name for d in cfg.data.datasets}
+        assert set(cfg.distractor.methods) | set(cfg.noise_robustness.methods) <= set(METHODS)
+        datasets = {d.name for d in cfg.data.datasets}
+        assert set(cfg.evaluation.datasets) | set(cfg.distractor.datasets) | set(cfg.ablation.datasets) <= datasets
+        assert {d.setting for d in cfg.data.datasets if d.name in cfg.distractor.datasets} == {"distractor"}
 
 
 def test_methods_without_a_model_load_nothing():

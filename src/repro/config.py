@@ -214,7 +214,7 @@ class TrainConfig:
 
 
 EvaluationMethod = typing.Literal["zero", "full", "selective_context", "llmlingua2", "llmlingua2_standin", "recomp",
-                                  "cot", "prompted_extractor", "eviomni", "eviomni_released"]
+                                  "filco", "seer", "cot", "prompted_extractor", "eviomni", "eviomni_released"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -276,18 +276,12 @@ class BaselinesConfig:
     recomp: RecompConfig
 
 
-@dataclasses.dataclass(frozen=True)
-class QAGeneratorConfig:
-    """LoRA SFT of the QA generator (App. A.2): models.generator learns to give the golden answer from (q, P)
-    with Table 11's prompt and from q alone with Table 12's (for Zero). The paper gives the LoRA rank (8);
-    every other value is ours (docs/decisions.md)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LoRASFTConfig:
+    """A LoRA adapter and the HF Trainer settings that fit it (repro.train.sft); shared by the QA generator and the
+    trained baselines (FilCo's filter, SEER's extractor)."""
 
-    datasets: list[str]  # data.datasets entries whose `split` is fine-tuned on
-    split: str = "train"
-    inputs: list[typing.Literal["passages", "question"]] = dataclasses.field(
-        default_factory=lambda: ["passages", "question"])  # one Table 11 and/or one Table 12 example per question
-    max_train_questions: int | None = None  # a seeded subset of N questions per dataset (None: all)
-    require_answer_in_passages: bool = False  # keep only questions whose top-k passages hold a golden answer
+    section: typing.ClassVar[str] = "lora"  # the params.yaml section, in error messages
     lora_rank: int = 8  # App. A.2
     lora_alpha: int = 16
     lora_dropout: float = 0.05
@@ -308,8 +302,84 @@ class QAGeneratorConfig:
         positive = ("lora_rank", "learning_rate", "per_device_batch_size", "gradient_accumulation_steps",
                     "max_length", "save_steps")
         bad = [name for name in positive if not getattr(self, name) > 0]
-        if bad or not self.datasets or not self.inputs:
-            raise ConfigError(f"qa_generator: need datasets, inputs and positive {bad or positive}")
+        if bad:
+            raise ConfigError(f"{self.section}: need positive {bad}")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class QAGeneratorConfig(LoRASFTConfig):
+    """LoRA SFT of the QA generator (App. A.2): models.generator learns to give the golden answer from (q, P)
+    with Table 11's prompt and from q alone with Table 12's (for Zero). The paper gives the LoRA rank (8);
+    every other value is ours (docs/decisions.md)."""
+
+    section: typing.ClassVar[str] = "qa_generator"
+    datasets: list[str]  # data.datasets entries whose `split` is fine-tuned on
+    split: str = "train"
+    inputs: list[typing.Literal["passages", "question"]] = dataclasses.field(
+        default_factory=lambda: ["passages", "question"])  # one Table 11 and/or one Table 12 example per question
+    max_train_questions: int | None = None  # a seeded subset of N questions per dataset (None: all)
+    require_answer_in_passages: bool = False  # keep only questions whose top-k passages hold a golden answer
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.datasets or not self.inputs:
+            raise ConfigError("qa_generator: need datasets and inputs")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class FilCoConfig(LoRASFTConfig):
+    """FilCo (Wang et al. 2023; repro.baselines.filco): silver filtered contexts of the training questions by
+    String Inclusion or Lexical Overlap, then LoRA SFT of models.extractor as the filter M_ctx (D66-D70)."""
+
+    section: typing.ClassVar[str] = "filco"
+    datasets: list[str]  # data.datasets entries whose `split` gives the silver training examples
+    split: str = "train"
+    criterion: typing.Literal["strinc", "lexical"] = "strinc"  # FilCo's STRINC or LEXICAL oracle (CXMI: D68)
+    lexical_threshold: float = 0.5  # λ: a sentence is kept when its unigram F1 with the answer reaches it
+    max_train_questions: int | None = None  # a seeded subset of N questions per dataset (None: all)
+    require_silver: bool = True  # drop questions whose passages yield an empty silver context (D69)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.datasets or not 0 <= self.lexical_threshold <= 1:
+            raise ConfigError("filco: need datasets and 0 <= lexical_threshold <= 1")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SEERConfig(LoRASFTConfig):
+    """SEER (Zhao et al. 2024a; repro.baselines.seer): candidate evidences sampled from models.extractor, scored
+    for faithfulness, helpfulness and conciseness, combined by CoV-weighting, turned into preference pairs and
+    aligned with TRL's DPO on a LoRA adapter (D71-D76)."""
+
+    section: typing.ClassVar[str] = "seer"
+    datasets: list[str]  # data.datasets entries whose `split` gives the training questions
+    split: str = "train"
+    max_train_questions: int | None = None  # a seeded subset of N questions per dataset (None: all)
+    require_answer_in_passages: bool = True  # helpfulness needs an answer the passages can support (D75)
+    num_samples: int = 8  # M candidates sampled per question
+    dedup_threshold: float = 0.9  # a candidate this similar (unigram Jaccard) to a kept one is a duplicate
+    temperature: float = 1.0
+    top_p: float = 1.0
+    max_new_tokens: int = 128  # tokens of a sampled candidate
+    batch_size: int = 4  # prompts per forward batch when sampling and scoring
+    chunk_size: int = 8  # questions per resumable chunk of candidates
+    conciseness: typing.Literal["similarity", "length"] = "similarity"  # D73
+    similarity_model: str = "embedded:all-minilm-l6-v2"  # sentence encoder of the conciseness expert
+    cov_smoothing: float = 0.0  # added to each criterion's coefficient of variation before normalising (D74)
+    min_margin: float = 0.0  # a pair needs chosen score - rejected score > min_margin
+    max_pairs_per_question: int = 1  # the best candidate against the 1..k worst (D76)
+    beta: float = 0.1  # DPO β
+
+    def __post_init__(self):
+        super().__post_init__()
+        positive = ("num_samples", "temperature", "max_new_tokens", "batch_size", "chunk_size",
+                    "max_pairs_per_question", "beta")
+        bad = [name for name in positive if not getattr(self, name) > 0]
+        if bad or not self.datasets or not 0 < self.top_p <= 1 or not 0 <= self.dedup_threshold <= 1:
+            raise ConfigError(f"seer: need datasets, 0 < top_p <= 1, 0 <= dedup_threshold <= 1 and positive "
+                              f"{bad or positive}")
+        if self.cov_smoothing < 0 or self.min_margin < 0:
+            raise ConfigError("seer: cov_smoothing and min_margin must be >= 0")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -445,6 +515,8 @@ class Profile:
     noise: NoiseConfig | None = None
     train: TrainConfig | None = None  # GRPO training of the extractor (repro.train)
     qa_generator: QAGeneratorConfig | None = None  # LoRA QA generator (repro.train.sft)
+    filco: FilCoConfig | None = None  # FilCo's trained filter (repro.baselines.filco)
+    seer: SEERConfig | None = None  # SEER's self-aligned extractor (repro.baselines.seer)
     evaluation: EvaluationConfig | None = None  # Table 2 (repro.evaluation)
     latency: LatencyConfig | None = None  # Table 4 (repro.evaluation.latency)
     ablation: AblationConfig | None = None  # Table 3 (repro.evaluation.ablation)

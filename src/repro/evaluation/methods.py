@@ -12,6 +12,8 @@ A method key (params.yaml `evaluation.methods`, `latency.methods`) names a refin
     prompted_extractor   Table 14 on the untrained models.extractor: "prompted extraction", not EviOmni
     eviomni              Table 14 on the extractor selected by GRPO training (repro.train, data/<profile>/train)
     eviomni_released     Table 14 on models.released_extractor (the authors' HIT-TMG checkpoints)
+    filco                FilCo (VAR): models.extractor + the LoRA filter of the filco_train stage (repro.baselines.filco)
+    seer                 SEER (VAR): models.extractor + the DPO-aligned LoRA of the seer_train stage (repro.baselines.seer)
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ METHODS = {m.key: m for m in [
     Method("prompted_extractor", "Prompted extraction", "RAR", None),
     Method("eviomni", "EviOmni", "RAR", "EviOmni"),
     Method("eviomni_released", "EviOmni (released)", "RAR", "EviOmni"),
+    Method("filco", "FilCo", "VAR", "FilCo"),
+    Method("seer", "SEER", "VAR", "SEER"),
 ]}
 
 
@@ -132,10 +136,27 @@ def build_refiner(key: str, cfg: Profile, pool: ModelPool, params: GenerationPar
         return ClosedBook()
     if key == "full":
         return FullPassages()
+    if key in ("filco", "seer"):
+        return trained_baseline(key, cfg, pool, params)
     if METHODS[key].group == "VAR":
         return build_baseline(key, cfg)
     generator, model_id = pool.get(extractor_model(key, cfg))
     return (ChainOfThought if key == "cot" else RationalExtractor)(generator, model_id, params)
+
+
+def trained_baseline(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> Refiner:
+    """FilCo's filter or SEER's extractor: models.extractor with the LoRA adapter its training stage wrote; the
+    adapter's fingerprint is part of the refiner's model id, hence of its configuration."""
+    if key == "filco":
+        from repro.baselines.filco import FilCoFilter, filter_adapter
+
+        refiner_class, adapter = FilCoFilter, filter_adapter(cfg)
+    else:
+        from repro.baselines.seer import SEERExtractor, extractor_adapter
+
+        refiner_class, adapter = SEERExtractor, extractor_adapter(cfg)
+    generator, model_id = pool.get(resolve(cfg.models.extractor, cfg.name), str(adapter))
+    return refiner_class(generator, model_id, params)
 
 
 def qa_adapter(cfg: Profile) -> Path | None:

@@ -13,7 +13,7 @@ fingerprint, so a changed prompt, model or decoding setting never reuses old rec
                       repro.tags (D9): EviOmni's trained extractor, the released checkpoints, or an untrained
                       model prompted the same way ("prompted extraction").
 
-The later baselines (SeleCtx, LLMLingua-2, RECOMP, FilCo, SEER) are further subclasses.
+The later baselines (SeleCtx, LLMLingua-2, RECOMP, FilCo, SEER) are further subclasses (repro.baselines).
 """
 
 from __future__ import annotations
@@ -75,8 +75,9 @@ class FullPassages(Refiner):
 
 
 class PromptedRefiner(Refiner):
-    """A model prompted with a template over (question, formatted passages); `read` maps its output to the
-    evidence. `model_id` identifies the model (and adapter) in the configuration, e.g. a weights fingerprint."""
+    """A model prompted with a template over (question, `document(row)`: by default the formatted passages);
+    `read` maps its output to the evidence. `model_id` identifies the model (and adapter) in the configuration,
+    e.g. a weights fingerprint."""
 
     name: str
     template: str
@@ -92,8 +93,12 @@ class PromptedRefiner(Refiner):
     def read(self, output: str) -> str:
         """The evidence in one output."""
 
+    def document(self, row: dict) -> str:
+        """The passages as the template's slot shows them."""
+        return passages_document(row)
+
     def refine(self, rows: Sequence[dict]) -> list[Refinement]:
-        prompts = [chat_messages(self.prompt(row["question"], passages_document(row))) for row in rows]
+        prompts = [chat_messages(self.prompt(row["question"], self.document(row))) for row in rows]
         outputs = self.generator.generate(prompts, self.params)
         refinements = []
         for output in outputs:

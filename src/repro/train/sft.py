@@ -16,6 +16,8 @@ The run directory holds checkpoints/ (HF Trainer checkpoints), adapter/ (adapter
 adapter_config.json, written atomically at the end), train_log.jsonl (the trainer's log history) and
 run_config.json (configuration and fingerprint). A rerun of the same configuration reuses the adapter or
 resumes from the last checkpoint; another configuration discards the directory and starts afresh.
+`fit_in_run_dir`, `trainer_arguments` and `lora_config` serve every LoRA run of the project: the QA generator
+here, FilCo's filter and SEER's DPO-aligned extractor (repro.baselines).
 """
 
 from __future__ import annotations
@@ -25,18 +27,18 @@ import dataclasses
 import json
 import shutil
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import torch
 from datasets import Dataset
 from peft import LoraConfig
-from transformers import AutoTokenizer, TrainerCallback
+from transformers import AutoTokenizer, Trainer, TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from repro.assets import resolve
-from repro.config import Profile, QAGeneratorConfig, load_profile
+from repro.config import LoRASFTConfig, Profile, load_profile
 from repro.data import layout
 from repro.evaluation.answering import qa_messages
 from repro.evaluation.paths import qa_generator_dir
@@ -84,13 +86,14 @@ def training_examples(cfg: Profile, tokenizer) -> tuple[list[dict], int]:
     return fitting_examples(examples, tokenizer, sft.max_length)
 
 
-def sft_args(cfg: Profile, sft: QAGeneratorConfig, output_dir: Path, progress: bool = True) -> SFTConfig:
-    return SFTConfig(
+def trainer_arguments(cfg: Profile, sft: LoRASFTConfig, output_dir: Path, progress: bool = True) -> dict:
+    """Keyword arguments of a TRL config (SFTConfig, DPOConfig) for a LoRA run on `sft`'s settings."""
+    return dict(
         output_dir=str(output_dir), seed=cfg.seed, data_seed=cfg.seed, report_to="none",
         learning_rate=sft.learning_rate, num_train_epochs=sft.epochs, max_steps=sft.max_steps,
         per_device_train_batch_size=sft.per_device_batch_size,
         gradient_accumulation_steps=sft.gradient_accumulation_steps, lr_scheduler_type=sft.lr_scheduler,
-        warmup_steps=sft.warmup_steps, max_length=sft.max_length, completion_only_loss=True,
+        warmup_steps=sft.warmup_steps, max_length=sft.max_length,
         bf16=sft.bf16, fp16=False, activation_checkpointing=False, use_cpu=not torch.cuda.is_available(),
         dataloader_num_workers=0, model_init_kwargs={"dtype": cfg.models.dtype}, logging_steps=1,
         save_strategy="steps", save_steps=sft.save_steps, save_total_limit=sft.save_total_limit,
@@ -98,7 +101,11 @@ def sft_args(cfg: Profile, sft: QAGeneratorConfig, output_dir: Path, progress: b
     )
 
 
-def lora_config(sft: QAGeneratorConfig) -> LoraConfig:
+def sft_args(cfg: Profile, sft: LoRASFTConfig, output_dir: Path, progress: bool = True) -> SFTConfig:
+    return SFTConfig(**trainer_arguments(cfg, sft, output_dir, progress), completion_only_loss=True)
+
+
+def lora_config(sft: LoRASFTConfig) -> LoraConfig:
     return LoraConfig(r=sft.lora_rank, lora_alpha=sft.lora_alpha, lora_dropout=sft.lora_dropout,
                       target_modules=list(sft.target_modules), task_type="CAUSAL_LM")
 
@@ -108,25 +115,22 @@ def _prepare(root: Path, config: dict) -> bool:
     config_file = root / "run_config.json"
     stored = json.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else None
     if stored is not None and stored["fingerprint"] != config["fingerprint"]:
-        warnings.warn(f"{root} holds a QA generator of another configuration; it is discarded", stacklevel=3)
+        warnings.warn(f"{root} holds a run of another configuration; it is discarded", stacklevel=3)
         shutil.rmtree(root)
     if not config_file.exists():
         write_json(config_file, config)
     return (root / "adapter" / "adapter_model.safetensors").exists()
 
 
-def fit_qa_generator(model: str, examples: list[dict], args: SFTConfig, sft: QAGeneratorConfig, root: Path,
-                     config: dict, callbacks: Sequence[TrainerCallback] = ()) -> Path:
-    """Train a LoRA adapter on `examples` in run directory `root` (resuming from its last checkpoint), or reuse
-    the finished adapter of the same `config`; returns the adapter directory."""
+def fit_in_run_dir(make_trainer: Callable[[], Trainer], root: Path, config: dict) -> Path:
+    """Train the LoRA adapter of `make_trainer()` in run directory `root` (resuming from the last checkpoint in
+    its args.output_dir), or reuse the finished adapter of the same `config`; returns the adapter directory."""
     config = {**config, "fingerprint": fingerprint(config)}
     adapter = root / "adapter"
     if _prepare(root, config):
         return adapter
-    trainer = SFTTrainer(model=model, args=args, processing_class=AutoTokenizer.from_pretrained(model),
-                         train_dataset=Dataset.from_list(examples), peft_config=lora_config(sft),
-                         callbacks=list(callbacks))
-    checkpoints = Path(args.output_dir)
+    trainer = make_trainer()
+    checkpoints = Path(trainer.args.output_dir)
     last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
     trainer.train(resume_from_checkpoint=last)
     write_jsonl(root / "train_log.jsonl", trainer.state.log_history)
@@ -134,6 +138,17 @@ def fit_qa_generator(model: str, examples: list[dict], args: SFTConfig, sft: QAG
     with atomic_dir(adapter) as tmp:
         trainer.model.save_pretrained(tmp)
     return adapter
+
+
+def fit_qa_generator(model: str, examples: list[dict], args: SFTConfig, sft: LoRASFTConfig, root: Path,
+                     config: dict, callbacks: Sequence[TrainerCallback] = ()) -> Path:
+    """LoRA SFT on prompt-completion `examples` in run directory `root` (see `fit_in_run_dir`); returns the
+    adapter directory."""
+    return fit_in_run_dir(
+        lambda: SFTTrainer(model=model, args=args, processing_class=AutoTokenizer.from_pretrained(model),
+                           train_dataset=Dataset.from_list(examples), peft_config=lora_config(sft),
+                           callbacks=list(callbacks)),
+        root, config)
 
 
 def train_qa_generator(cfg: Profile, root: str | Path | None = None, *, progress: bool = True) -> Path:

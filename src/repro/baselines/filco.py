@@ -1,0 +1,176 @@
+"""FilCo as a refiner of the evaluation runner: Wang, Araki, Jiang, Parvez and Neubig (2023), "Learning to Filter
+Context for Retrieval-Augmented Generation", arXiv:2311.08377; released code github.com/zorazrw/filco.
+
+1. Silver filtered contexts (FilCo §2.2): the top-k passages of each training question are split into sentences
+   and each sentence t is measured against the output o (a golden answer):
+   - String Inclusion (STRINC), `string_inclusion`: t contains o (FilCo's `has_answer`: case-insensitive
+     substring, any golden answer); every such sentence is kept;
+   - Lexical Overlap, `lexical_overlap`: the unigram F1 of t and o (SQuAD normalisation, max over the golden
+     answers); sentences with f_lex(t, o) >= λ are kept.
+   The kept sentences, in passage order and joined by a space (FilCo's `get_sent`), are the silver context.
+2. The context filter M_ctx: the base model (models.extractor) fine-tuned with LoRA SFT (repro.train.sft) to
+   generate the silver context from FilCo's released M_ctx prompt (`FILCO_TEMPLATE`: the instruction of its
+   `convert_dataset.py` for NQ/TQA/HotpotQA over "question: q" and "context: " the passage texts, one per line).
+3. At evaluation the filter's greedy output is the evidence (`FilCoFilter`), answered by the QA generator.
+
+    adapter = train_filco(cfg)            # data/<profile>/baselines/filco/filter/adapter/
+    python -m repro.baselines.filco --profile tiny
+
+Departures and open choices (docs/decisions.md D66-D70): sentences from nltk's Punkt algorithm without its
+trained English model (D66); all top-k passages in, silver sentences from all of them (D67); STRINC by default,
+CXMI left out (D68); questions without any silver sentence dropped by default (D69); word-level unigram F1 for
+the lexical criterion, as the paper says, where the released code counts characters (D70).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from nltk.tokenize.punkt import PunktSentenceTokenizer
+from transformers import AutoTokenizer
+
+from repro.assets import resolve
+from repro.config import FilCoConfig, Profile, load_profile
+from repro.data import layout
+from repro.evaluation.refiners import PromptedRefiner
+from repro.evaluation.records import fingerprint
+from repro.evaluation.study import sample_rows
+from repro.io import write_jsonl
+from repro.metrics import f1
+from repro.prompts import chat_messages, format_passages, passage_title_and_text
+from repro.retrieval.cache import model_fingerprint
+from repro.retrieval.quality import read_contexts
+from repro.train.sft import fit_qa_generator, fitting_examples, sft_args
+
+# FilCo's M_ctx instruction for NQ, TQA and HotpotQA (zorazrw/filco convert_dataset.py, MCTX_INSTR_MAP), followed
+# by its "question: …" / "context: …" input (get_inputs.py, prefix_format "{}: {}").
+FILCO_INSTRUCTION = "Given the ['question', 'context'], predict the most helpful sentences in the context."
+FILCO_TEMPLATE = FILCO_INSTRUCTION + "\n\nquestion: {question}\ncontext: {context}"
+
+_SENTENCES = PunktSentenceTokenizer()  # D66: Punkt's algorithm with default parameters (no trained model offline)
+
+
+def split_sentences(text: str) -> list[str]:
+    """The sentences of a passage text."""
+    return [s.strip() for s in _SENTENCES.tokenize(text) if s.strip()]
+
+
+def passage_sentences(row: dict) -> list[str]:
+    """The sentences of every top-k passage text of a contexts row (title line excluded), in retrieval order."""
+    return [s for passage in row["passages"] for s in split_sentences(passage_title_and_text(passage)[1])]
+
+
+def string_inclusion(sentence: str, answers: list[str]) -> bool:
+    """FilCo's STRINC f_inc(t, o): the sentence contains a golden answer (case-insensitive substring)."""
+    return any(a.strip() and a.strip().lower() in sentence.lower() for a in answers)
+
+
+def lexical_overlap(sentence: str, answers: list[str]) -> float:
+    """FilCo's Lexical Overlap f_lex(t, o): unigram F1 between the sentence and the answer (max over answers)."""
+    return f1(sentence, answers)
+
+
+def silver_context(row: dict, criterion: str = "strinc", threshold: float = 0.5) -> str:
+    """The silver filtered context of a contexts row: the sentences passing `criterion`, in order, space-joined."""
+    answers = row["golden_answers"]
+    if criterion == "strinc":
+        keep = [s for s in passage_sentences(row) if string_inclusion(s, answers)]
+    elif criterion == "lexical":
+        keep = [s for s in passage_sentences(row) if lexical_overlap(s, answers) >= threshold]
+    else:
+        raise ValueError(f"unknown FilCo criterion {criterion!r}; expected 'strinc' or 'lexical'")
+    return " ".join(keep)
+
+
+def filter_context(row: dict) -> str:
+    """FilCo's `context`: the passage texts, one per line, without titles or numbers (get_inputs.get_context)."""
+    return format_passages(row["passages"], numbered=False, with_titles=False)
+
+
+def filter_prompt(question: str, context: str) -> str:
+    return FILCO_TEMPLATE.format(question=question.strip(), context=context)
+
+
+def filter_examples(rows: list[dict], filco: FilCoConfig) -> list[dict]:
+    """Prompt-completion examples of M_ctx: FilCo's prompt over a row's passages → its silver context."""
+    examples = []
+    for row in rows:
+        silver = silver_context(row, filco.criterion, filco.lexical_threshold)
+        if filco.require_silver and not silver:
+            continue
+        examples.append({"id": row["id"], "silver": silver,
+                         "prompt": chat_messages(filter_prompt(row["question"], filter_context(row))),
+                         "completion": [{"role": "assistant", "content": silver}]})
+    return examples
+
+
+def training_examples(cfg: Profile, tokenizer) -> tuple[list[dict], int]:
+    """The filter's examples from the profile's training splits that fit `max_length`, and how many were dropped."""
+    filco = cfg.filco
+    examples = []
+    for dataset in filco.datasets:
+        rows = read_contexts(layout.contexts_path(cfg, dataset, filco.split))
+        examples += filter_examples(sample_rows(rows, filco.max_train_questions, cfg.seed), filco)
+    return fitting_examples(examples, tokenizer, filco.max_length)
+
+
+def filco_dir(profile: str) -> Path:
+    """data/<profile>/baselines/filco: silver.jsonl and the run directory filter/ (repro.train.sft's layout)."""
+    return layout.profile_dir(profile) / "baselines" / "filco"
+
+
+def filter_adapter(cfg: Profile) -> Path:
+    """The trained filter's LoRA adapter of a profile."""
+    path = filco_dir(cfg.name) / "filter" / "adapter"
+    if not (path / "adapter_model.safetensors").exists():
+        raise FileNotFoundError(f"{path}: no FilCo filter yet (run the filco_train stage)")
+    return path
+
+
+def train_filco(cfg: Profile, root: str | Path | None = None, *, progress: bool = True) -> Path:
+    """Build the silver contexts and fine-tune (or reuse, or resume) the LoRA filter; returns the adapter."""
+    filco = cfg.filco
+    if filco is None:
+        raise ValueError(f"profile {cfg.name} has no filco section")
+    root = Path(root) if root is not None else filco_dir(cfg.name)
+    model = resolve(cfg.models.extractor, cfg.name)
+    examples, dropped = training_examples(cfg, AutoTokenizer.from_pretrained(model))
+    if not examples:
+        raise ValueError(f"no FilCo training example (criterion {filco.criterion}, require_silver "
+                         f"{filco.require_silver}) fits filco.max_length={filco.max_length}")
+    write_jsonl(root / "silver.jsonl", [{"id": e["id"], "silver": e["silver"]} for e in examples])
+    sft_examples = [{"prompt": e["prompt"], "completion": e["completion"]} for e in examples]
+    config = {"extractor": cfg.models.extractor, "model": model_fingerprint(model), "dtype": cfg.models.dtype,
+              "seed": cfg.seed, "filco": dataclasses.asdict(filco), "examples": fingerprint(sft_examples),
+              "n_examples": len(examples), "dropped_too_long": dropped}
+    run = root / "filter"
+    return fit_qa_generator(model, sft_examples, sft_args(cfg, filco, run / "checkpoints", progress), filco, run,
+                            config)
+
+
+class FilCoFilter(PromptedRefiner):
+    """The trained filter M_ctx: FilCo's prompt over the passage texts; its whole (greedy) output is the evidence."""
+
+    name, template = "filco", FILCO_TEMPLATE
+
+    def prompt(self, question: str, passages: str) -> str:
+        return filter_prompt(question, passages)
+
+    def document(self, row: dict) -> str:
+        return filter_context(row)
+
+    def read(self, output: str) -> str:
+        return output.strip()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="FilCo: silver contexts and LoRA SFT of the context filter.")
+    parser.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
+    args = parser.parse_args(argv)
+    print(train_filco(load_profile(args.profile)))
+
+
+if __name__ == "__main__":
+    main()
