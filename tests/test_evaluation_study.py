@@ -1,10 +1,11 @@
 """How a profile turns into a study: the question subset, the method registry and the models it names."""
 
 import dataclasses
+import typing
 
 import pytest
 
-from repro.config import load_profile
+from repro.config import EvaluationMethod, load_profile
 from repro.evaluation.methods import METHODS, ModelPool, build_refiner, extractor_model
 from repro.evaluation.refiners import ClosedBook, FullPassages
 from repro.evaluation.study import sample_rows
@@ -22,7 +23,8 @@ def test_a_question_subset_is_seeded_and_kept_in_file_order():
 
 
 def test_every_configurable_method_is_registered():
-    assert set(METHODS) == {"zero", "full", "cot", "prompted_extractor", "eviomni", "eviomni_released"}
+    assert set(METHODS) == set(typing.get_args(EvaluationMethod))  # every key params.yaml accepts, and no other
+    assert {m.key for m in METHODS.values() if m.group == "VAR"} >= {"filco", "seer"}
     for name in ("ci", "tiny", "paper-1.5b", "paper-7b"):
         cfg = load_profile(name)
         assert set(cfg.evaluation.methods) <= set(METHODS) and set(cfg.latency.methods) <= set(METHODS)
