@@ -161,9 +161,6 @@ class FilCoFilter(PromptedRefiner):
     def document(self, row: dict) -> str:
         return filter_context(row)
 
-    def read(self, output: str) -> str:
-        return output.strip()
-
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="FilCo: silver contexts and LoRA SFT of the context filter.")

@@ -348,9 +348,6 @@ class SEERExtractor(PromptedRefiner):
     def prompt(self, question: str, passages: str) -> str:
         return seer_prompt(question, passages)
 
-    def read(self, output: str) -> str:
-        return output.strip()
-
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="SEER: sample, assess and DPO-align the evidence extractor.")

@@ -89,9 +89,9 @@ class PromptedRefiner(Refiner):
     def prompt(self, question: str, passages: str) -> str:
         """The filled template (the user turn)."""
 
-    @abc.abstractmethod
     def read(self, output: str) -> str:
-        """The evidence in one output."""
+        """The evidence in one output: by default the whole output (CoT, FilCo, SEER)."""
+        return output.strip()
 
     def document(self, row: dict) -> str:
         """The passages as the template's slot shows them."""
@@ -119,9 +119,6 @@ class ChainOfThought(PromptedRefiner):
 
     def prompt(self, question: str, passages: str) -> str:
         return cot_prompt(question, passages)
-
-    def read(self, output: str) -> str:
-        return output.strip()
 
 
 class RationalExtractor(PromptedRefiner):
