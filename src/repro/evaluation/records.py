@@ -46,11 +46,11 @@ def fingerprint(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def read_records(path: str | os.PathLike) -> list[dict]:
-    """The records of a finished prediction file, checked for the required fields and unique ids."""
+def read_records(path: str | os.PathLike, required: Sequence[str] = REQUIRED_FIELDS) -> list[dict]:
+    """The records of a finished prediction file, checked for the `required` fields and unique ids."""
     records, seen = [], set()
     for line, record in enumerate(read_jsonl(path), start=1):
-        missing = [f for f in REQUIRED_FIELDS if f not in record]
+        missing = [f for f in required if f not in record]
         if missing:
             raise InputError(path, f"missing {missing}", line=line)
         if record["id"] in seen:
@@ -61,11 +61,13 @@ def read_records(path: str | os.PathLike) -> list[dict]:
 
 
 class RecordFile:
-    """The prediction file at `path` (…/<method>.jsonl) for the run described by `config`."""
+    """The prediction file at `path` (…/<method>.jsonl) for the run described by `config`; other per-item files
+    (repro.ar_study) name their own `required` fields."""
 
-    def __init__(self, path: str | os.PathLike, config: dict):
+    def __init__(self, path: str | os.PathLike, config: dict, required: Sequence[str] = REQUIRED_FIELDS):
         self.path = Path(path)
         self.config = config
+        self.required = tuple(required)
         self.fingerprint = fingerprint(config)
         self.partial_path = self.path.with_suffix(".partial.jsonl")
         self.manifest_path = self.path.with_suffix(".manifest.json")
@@ -75,7 +77,7 @@ class RecordFile:
         if not (self.path.exists() and self.manifest_path.exists()):
             return None
         manifest = json.loads(self.manifest_path.read_text(encoding="utf-8"))
-        return read_records(self.path) if manifest.get("fingerprint") == self.fingerprint else None
+        return read_records(self.path, self.required) if manifest.get("fingerprint") == self.fingerprint else None
 
     def resume(self) -> dict[str, dict]:
         """Records already in the partial file of this configuration, by id; the partial file is (re)started

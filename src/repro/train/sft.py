@@ -36,7 +36,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from repro.assets import resolve
-from repro.config import Profile, QAGeneratorConfig, load_profile
+from repro.config import LoraSFTConfig, Profile, QAGeneratorConfig, load_profile
 from repro.data import layout
 from repro.evaluation.answering import qa_messages
 from repro.evaluation.paths import qa_generator_dir
@@ -84,7 +84,8 @@ def training_examples(cfg: Profile, tokenizer) -> tuple[list[dict], int]:
     return fitting_examples(examples, tokenizer, sft.max_length)
 
 
-def sft_args(cfg: Profile, sft: QAGeneratorConfig, output_dir: Path, progress: bool = True) -> SFTConfig:
+def sft_args(cfg: Profile, sft: QAGeneratorConfig | LoraSFTConfig, output_dir: Path,
+             progress: bool = True) -> SFTConfig:
     return SFTConfig(
         output_dir=str(output_dir), seed=cfg.seed, data_seed=cfg.seed, report_to="none",
         learning_rate=sft.learning_rate, num_train_epochs=sft.epochs, max_steps=sft.max_steps,
@@ -98,7 +99,7 @@ def sft_args(cfg: Profile, sft: QAGeneratorConfig, output_dir: Path, progress: b
     )
 
 
-def lora_config(sft: QAGeneratorConfig) -> LoraConfig:
+def lora_config(sft: QAGeneratorConfig | LoraSFTConfig) -> LoraConfig:
     return LoraConfig(r=sft.lora_rank, lora_alpha=sft.lora_alpha, lora_dropout=sft.lora_dropout,
                       target_modules=list(sft.target_modules), task_type="CAUSAL_LM")
 
@@ -108,17 +109,18 @@ def _prepare(root: Path, config: dict) -> bool:
     config_file = root / "run_config.json"
     stored = json.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else None
     if stored is not None and stored["fingerprint"] != config["fingerprint"]:
-        warnings.warn(f"{root} holds a QA generator of another configuration; it is discarded", stacklevel=3)
+        warnings.warn(f"{root} holds a LoRA run of another configuration; it is discarded", stacklevel=3)
         shutil.rmtree(root)
     if not config_file.exists():
         write_json(config_file, config)
     return (root / "adapter" / "adapter_model.safetensors").exists()
 
 
-def fit_qa_generator(model: str, examples: list[dict], args: SFTConfig, sft: QAGeneratorConfig, root: Path,
-                     config: dict, callbacks: Sequence[TrainerCallback] = ()) -> Path:
+def fit_qa_generator(model: str, examples: list[dict], args: SFTConfig, sft: QAGeneratorConfig | LoraSFTConfig,
+                     root: Path, config: dict, callbacks: Sequence[TrainerCallback] = ()) -> Path:
     """Train a LoRA adapter on `examples` in run directory `root` (resuming from its last checkpoint), or reuse
-    the finished adapter of the same `config`; returns the adapter directory."""
+    the finished adapter of the same `config`; returns the adapter directory. Also the runs of the answer-recall
+    study (repro.ar_study), with a LoraSFTConfig."""
     config = {**config, "fingerprint": fingerprint(config)}
     adapter = root / "adapter"
     if _prepare(root, config):
