@@ -503,6 +503,93 @@ class AgenticConfig:
             raise ConfigError(f"agentic: need datasets, and {', '.join(positive)} and n_items >= 1")
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ArSFTConfig(LoRASFTConfig):
+    """The two LoRA SFT runs of the answer-recall study (repro.ar_study): rank 16 and 3 epochs as in §2.2, the rest
+    ours (D83)."""
+
+    section: typing.ClassVar[str] = "ar_study.sft"
+    lora_rank: int = 16
+    lora_alpha: int = 32
+    learning_rate: float = 1e-4
+    epochs: float = 3.0
+    max_length: int = 4096
+
+
+@dataclasses.dataclass(frozen=True)
+class ArTeacherConfig:
+    """§2.2's teacher: Table 14 responses for `questions` training questions, the incorrect ones filtered out
+    (D77-D79). The paper: DeepSeek-R1 on 1K NQ-train questions, about 620 kept."""
+
+    model: str | None  # the served name (openai), a local dir / hub id / embedded:<name>; None for heuristic
+    backend: typing.Literal["transformers", "vllm", "openai", "heuristic"] = "openai"
+    options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)  # make_generator kwargs (base_url, ...)
+    dataset: str = "nq"  # a data.datasets entry
+    split: str = "train"
+    questions: int | None = 1000  # a seeded subset (None: all)
+    require_answer_in_passages: bool = False  # draw only questions whose passages hold an answer (has_answer)
+    samples: int = 1  # tries per question; the first correct one is kept (D78)
+    do_sample: bool = True
+    temperature: float = 0.6
+    top_p: float = 0.95
+    max_new_tokens: int = 8192
+    scaffold: list[int] | None = None  # tokens of the reason, extract, answer parts when the tags are prefilled (D78)
+    batch_size: int = 8  # prompts per forward batch (transformers backend)
+    chunk_size: int = 64  # questions per resumable chunk
+    correct_if: typing.Literal["answer_recall", "em"] = "answer_recall"  # D77
+
+    def __post_init__(self):
+        if self.backend != "heuristic" and not self.model:
+            raise ConfigError(f"ar_study.teacher: backend {self.backend} needs a model")
+        if min(self.samples, self.max_new_tokens, self.batch_size, self.chunk_size) < 1 or (self.questions or 1) < 1:
+            raise ConfigError("ar_study.teacher: samples, max_new_tokens, batch_size, chunk_size, questions >= 1")
+        if self.samples > 1 and not self.do_sample:
+            raise ConfigError("ar_study.teacher: several samples per question need do_sample: true")
+        if self.scaffold is not None and (len(self.scaffold) != 3 or min(self.scaffold) < 1
+                                          or self.backend not in ("transformers", "vllm")):
+            raise ConfigError("ar_study.teacher.scaffold: three positive token budgets, and a local backend "
+                              "(transformers or vllm) whose chat template can be prefilled")
+
+
+@dataclasses.dataclass(frozen=True)
+class ArRecallConfig:
+    """§2.2's test: answer recall of each variant's evidence (and rationale) on an in-distribution and an
+    out-of-distribution set, without the questions whose passages lack the answer, evidence capped (D80-D82)."""
+
+    in_distribution: str  # data.datasets entry in Table 1's NQ row
+    out_of_distribution: str  # data.datasets entry in Table 1's HotpotQA row
+    split: str = "test"  # HotpotQA: test -> dev through data.datasets splits
+    exclusion: typing.Literal["answer_recall", "has_answer"] = "answer_recall"  # D80
+    exclude_yes_no: bool = True  # yes/no answers are no spans: "no" is a substring of "not" (D80)
+    max_questions: int | None = None  # a seeded subset of the kept questions of each set (None: all)
+    max_new_tokens: int = 1024  # rationale + evidence of one response
+    prefill_first_tag: bool = True  # open the assistant turn with the variant's first tag (D86)
+    evidence_cap: int = 100  # §2.2: "the maximum length of the extracted evidence is set to 100" (D81)
+    cap_unit: typing.Literal["tokens", "words"] = "tokens"
+    cap_rationale: bool = False  # D82
+    backend: typing.Literal["transformers", "vllm"] = "transformers"
+    options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)  # make_generator kwargs (dtype: models')
+    batch_size: int = 8
+    chunk_size: int = 64
+
+    def __post_init__(self):
+        if min(self.max_new_tokens, self.evidence_cap, self.batch_size, self.chunk_size) < 1 or (
+                self.max_questions or 1) < 1:
+            raise ConfigError("ar_study.evaluation: max_new_tokens, evidence_cap, batch_size, chunk_size, "
+                              "max_questions >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class ArStudyConfig:
+    """The answer-recall study of §2.2 (Table 1, Figure 2; repro.ar_study): teacher synthesis, two LoRA SFT
+    variants of `student` (rational: <reason>+<extract> targets; vanilla: <extract> only), answer recall."""
+
+    teacher: ArTeacherConfig
+    student: str  # the base model both variants fine-tune (the paper: Qwen2.5-1.5B-Instruct)
+    sft: ArSFTConfig
+    evaluation: ArRecallConfig
+
+
 @dataclasses.dataclass(frozen=True)
 class Profile:
     name: str
@@ -524,6 +611,7 @@ class Profile:
     noise_robustness: NoiseRobustnessConfig | None = None  # Figure 5 (repro.evaluation.study)
     baselines: BaselinesConfig | None = None  # Table 2's VAR baselines (repro.baselines)
     agentic: AgenticConfig | None = None  # Tables 5-6 (repro.agentic)
+    ar_study: ArStudyConfig | None = None  # Table 1, Figure 2 (repro.ar_study)
 
 
 def _is_optional(tp: Any) -> bool:

@@ -23,7 +23,8 @@ Tokens are the extractor's tokenizer's, words are whitespace words (D13).
 `<name>.jsonl` when its manifest (`<name>.manifest.json`) carries the same fingerprint; otherwise it resumes
 from the partial file when that fingerprint matches (a line torn by a kill is dropped) and starts afresh,
 with a warning, when it does not — records of two configurations are never mixed. The final file is written
-atomically, then its manifest, and only then is the partial file removed.
+atomically, then its manifest, and only then is the partial file removed. `process_resumably` is the chunked loop
+over a `RecordFile` that the evaluation runner and the answer-recall study share.
 """
 
 from __future__ import annotations
@@ -32,8 +33,10 @@ import hashlib
 import json
 import os
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+
+from tqdm.auto import tqdm
 
 from repro.io import InputError, read_jsonl, write_json, write_jsonl
 
@@ -127,3 +130,27 @@ class RecordFile:
                 raise InputError(self.partial_path, f"duplicate id {record['id']!r}", line=line_no, field="id")
             done[record["id"]] = record
         return done
+
+
+def process_resumably(rows: Sequence[dict], store: RecordFile, process: Callable[[list[dict]], list[dict]],
+                      chunk_size: int, progress: bool = True, desc: str = "items") -> list[dict]:
+    """One record per row (in row order, keyed by `id`): `process(chunk)` makes the records of a chunk."""
+    ids = [row["id"] for row in rows]
+    if len(set(ids)) != len(ids):
+        raise ValueError("rows must have unique ids")
+    finished = store.finished()
+    if finished is not None:
+        return finished
+    done = store.resume()
+    todo = [row for row in rows if row["id"] not in done]
+    with tqdm(total=len(rows), initial=len(rows) - len(todo), desc=desc, unit="q", disable=not progress) as bar:
+        for start in range(0, len(todo), chunk_size):
+            chunk = todo[start : start + chunk_size]
+            records = process(chunk)
+            if [r["id"] for r in records] != [row["id"] for row in chunk]:
+                raise RuntimeError("process() must return one record per row, in order")
+            store.append(records)
+            done.update((record["id"], record) for record in records)
+            bar.update(len(chunk))
+    store.finish([done[i] for i in ids])
+    return [done[i] for i in ids]

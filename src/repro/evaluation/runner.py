@@ -12,12 +12,10 @@ import os
 import time
 from collections.abc import Sequence
 
-from tqdm.auto import tqdm
-
 from repro.data.answers import has_answer
 from repro.data.corpus import split_contents
 from repro.evaluation.answering import Answerer, read_prediction
-from repro.evaluation.records import RecordFile, fingerprint
+from repro.evaluation.records import RecordFile, fingerprint, process_resumably
 from repro.evaluation.refiners import Refinement, Refiner, passages_document
 from repro.metrics import compression_ratio, exact_match, f1, text_length
 
@@ -65,28 +63,16 @@ def evaluate(rows: Sequence[dict], refiner: Refiner, answerer: Answerer, out_pat
              desc: str = "evaluate") -> list[dict]:
     """Records of every row (in row order), written to `out_path`; finished records of the same configuration
     are reused, an interrupted run resumes."""
-    ids = [row["id"] for row in rows]
-    if len(set(ids)) != len(ids):
-        raise ValueError("rows must have unique ids")
+
+    def process(chunk: list[dict]) -> list[dict]:
+        started = time.perf_counter()
+        refinements = refiner.refine(chunk)
+        refined = time.perf_counter()
+        generations = answerer.answer([row["question"] for row in chunk], [r.evidence for r in refinements])
+        answered = time.perf_counter()
+        return [make_record(row, refinement, generation, length_tokenizer,
+                            (refined - started) / len(chunk), (answered - refined) / len(chunk))
+                for row, refinement, generation in zip(chunk, refinements, generations, strict=True)]
+
     store = RecordFile(out_path, run_config(rows, refiner, answerer, tokenizer_id))
-    finished = store.finished()
-    if finished is not None:
-        return finished
-    done = store.resume()
-    todo = [row for row in rows if row["id"] not in done]
-    with tqdm(total=len(rows), initial=len(rows) - len(todo), desc=desc, unit="q", disable=not progress) as bar:
-        for start in range(0, len(todo), chunk_size):
-            chunk = todo[start : start + chunk_size]
-            started = time.perf_counter()
-            refinements = refiner.refine(chunk)
-            refined = time.perf_counter()
-            generations = answerer.answer([row["question"] for row in chunk], [r.evidence for r in refinements])
-            answered = time.perf_counter()
-            records = [make_record(row, refinement, generation, length_tokenizer,
-                                   (refined - started) / len(chunk), (answered - refined) / len(chunk))
-                       for row, refinement, generation in zip(chunk, refinements, generations, strict=True)]
-            store.append(records)
-            done.update((record["id"], record) for record in records)
-            bar.update(len(chunk))
-    store.finish([done[i] for i in ids])
-    return [done[i] for i in ids]
+    return process_resumably(rows, store, process, chunk_size, progress, desc)

@@ -1,0 +1,65 @@
+"""The data stage of the answer-recall study: teacher synthesis, the two SFT sets, the two LoRA runs.
+
+    adapters = train_variants(cfg)         # {"rational": …/adapter, "vanilla": …/adapter}
+    python -m repro.ar_study --profile tiny
+
+Both runs fine-tune `ar_study.student` with TRL's SFTTrainer and peft through repro.train.sft (rank 16, 3 epochs
+in §2.2; the rest of `ar_study.sft` is ours, D83). Each run directory resumes from its last checkpoint and is
+reused when its configuration (student, examples, settings) is unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+from transformers import AutoTokenizer
+
+from repro.ar_study.paths import VARIANTS, run_dir, sft_data_path, teacher_path
+from repro.ar_study.targets import sft_set
+from repro.ar_study.teacher import synthesize, teacher_rows, verdict_counts
+from repro.assets import resolve
+from repro.config import Profile
+from repro.evaluation.records import fingerprint
+from repro.io import write_json, write_jsonl
+from repro.retrieval.cache import model_fingerprint
+from repro.train.sft import fit_qa_generator, fitting_examples, sft_args
+
+
+def build_sft_sets(cfg: Profile, progress: bool = True) -> dict[str, list[dict]]:
+    """Both variants' examples from the teacher's kept responses (written to sft_data/ for inspection)."""
+    records = synthesize(cfg, progress)
+    counts = verdict_counts(records)
+    write_json(teacher_path(cfg.name).parent / "summary.json", counts)
+    if counts["questions_kept"] == 0:
+        raise ValueError(f"the teacher kept no response out of {counts['responses']} ({counts}); "
+                         "raise ar_study.teacher.samples or .questions, or use another teacher")
+    rows = teacher_rows(cfg)
+    sets = {variant: sft_set(rows, records, variant) for variant in VARIANTS}
+    for variant, examples in sets.items():
+        write_jsonl(sft_data_path(cfg.name, variant), examples)
+    return sets
+
+
+def train_variant(cfg: Profile, variant: str, examples: list[dict], progress: bool = True) -> Path:
+    """Fine-tune (or reuse, or resume) one variant; returns its adapter directory."""
+    sft = cfg.ar_study.sft
+    model = resolve(cfg.ar_study.student, cfg.name)
+    fitting, dropped = fitting_examples([{k: e[k] for k in ("prompt", "completion")} for e in examples],
+                                        AutoTokenizer.from_pretrained(model), sft.max_length)
+    if not fitting:
+        raise ValueError(f"no {variant} example fits ar_study.sft.max_length={sft.max_length}")
+    config = {"study": "ar_study", "variant": variant, "student": cfg.ar_study.student,
+              "model": model_fingerprint(model), "dtype": cfg.models.dtype, "seed": cfg.seed,
+              "sft": dataclasses.asdict(sft), "examples": fingerprint(fitting), "n_examples": len(fitting),
+              "dropped_too_long": dropped}
+    root = run_dir(cfg.name, variant)
+    return fit_qa_generator(model, fitting, sft_args(cfg, sft, root / "checkpoints", progress), sft, root, config)
+
+
+def train_variants(cfg: Profile, progress: bool = True) -> dict[str, Path]:
+    """The whole data stage of the study; returns each variant's adapter directory."""
+    if cfg.ar_study is None:
+        raise ValueError(f"profile {cfg.name} has no ar_study section")
+    sets = build_sft_sets(cfg, progress)
+    return {variant: train_variant(cfg, variant, sets[variant], progress) for variant in VARIANTS}
