@@ -35,7 +35,14 @@ class ModelsConfig:
     generator: str  # the LoRA QA generator's base model (Appendix A.2)
     agents: list[str]  # Search-R1 agents of the agentic study (Table 5)
     released_extractor: str | None = None  # the authors' EviOmni checkpoint, for inference-only runs
-    dtype: typing.Literal["float32", "bfloat16", "float16", "auto"] = "float32"
+    dtype: typing.Literal["float32", "bfloat16", "float16", "auto"] = "float32"  # weights when training
+    # weights when only generating or scoring (evaluation, latency, SEER's sampling); None: `dtype` (D87)
+    inference_dtype: typing.Literal["float32", "bfloat16", "float16", "auto"] | None = None
+
+    @property
+    def inference(self) -> str:
+        """The dtype of the models that only run inference."""
+        return self.inference_dtype or self.dtype
 
 
 @dataclasses.dataclass(frozen=True)

@@ -283,7 +283,7 @@ def candidate_records(cfg: Profile, rows: Sequence[dict], path: Path, progress: 
     """Stages 1-2 on `rows` with the profile's models: the sampler (models.extractor), the QA generator (with its
     LoRA adapter when the evaluation answers with it) and the sentence encoder; resumable in `path`."""
     seer = cfg.seer
-    pool = ModelPool("transformers", cfg.models.dtype, progress=False)
+    pool = ModelPool("transformers", cfg.models.inference, progress=False)
     sampler, sampler_id = pool.get(resolve(cfg.models.extractor, cfg.name))
     adapter = qa_adapter(cfg)
     answerer, answerer_id = pool.get(resolve(cfg.models.generator, cfg.name), str(adapter) if adapter else None)

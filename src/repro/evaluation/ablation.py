@@ -60,7 +60,7 @@ def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     files = []
     for subset in ab.subsets:
         run = train_extractor(cfg, ablation_run(cfg, subset).root, answer_subset=subset, max_steps=ab.max_steps)
-        generator = make_generator(runner.ev.backend, str(run.extractor), dtype=cfg.models.dtype, progress=False)
+        generator = make_generator(runner.ev.backend, str(run.extractor), dtype=cfg.models.inference, progress=False)
         refiner = RationalExtractor(generator, model_fingerprint(str(run.extractor)), runner.params)
         for dataset, rows in sets.items():
             path = predictions_path(cfg.name, STUDY, dataset, subset_name(subset))

@@ -67,7 +67,7 @@ def run_latency(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     lat = cfg.latency
     if lat is None:
         raise ValueError(f"profile {cfg.name} has no latency section")
-    pool = ModelPool(lat.backend, cfg.models.dtype, progress=False)
+    pool = ModelPool(lat.backend, cfg.models.inference, progress=False)
     params = GenerationParams(max_new_tokens=lat.max_new_tokens, batch_size=lat.batch_size)
     tokenizer = length_tokenizer(cfg)
     results = []

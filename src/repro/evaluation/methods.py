@@ -88,7 +88,8 @@ class ModelPool:
         key = (model, adapter)
         if key not in self._loaded:
             generator = make_generator(self.backend, model, adapter=adapter, dtype=self.dtype, progress=self.progress)
-            model_id = model_fingerprint(model) + (f"+lora:{model_fingerprint(adapter)}" if adapter else "")
+            model_id = (model_fingerprint(model) + (f"+lora:{model_fingerprint(adapter)}" if adapter else "")
+                        + f"@{self.dtype}")
             self._loaded[key] = (generator, model_id)
         return self._loaded[key]
 
@@ -104,7 +105,7 @@ def build_baseline(key: str, cfg: Profile) -> Refiner:
         model = resolve(settings.model, cfg.name)
         tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=False)
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        lm = AutoModelForCausalLM.from_pretrained(model, dtype=resolve_dtype(cfg.models.dtype, device),
+        lm = AutoModelForCausalLM.from_pretrained(model, dtype=resolve_dtype(cfg.models.inference, device),
                                                   device_map=device, use_safetensors=True, trust_remote_code=False)
         parser = resolve(settings.phrase_parser, cfg.name) if settings.unit == "phrase" else None
         return SelectiveContext(lm.eval(), tokenizer, model_fingerprint(model), settings,

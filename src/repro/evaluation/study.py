@@ -56,7 +56,7 @@ class Study:
 
     def __init__(self, cfg: Profile, ev: EvaluationConfig):
         self.cfg, self.ev = cfg, ev
-        self.pool = ModelPool(ev.backend, cfg.models.dtype, progress=False)
+        self.pool = ModelPool(ev.backend, cfg.models.inference, progress=False)
         self.answerer = build_answerer(cfg, self.pool)
         self.tokenizer = length_tokenizer(cfg)
         self.params = GenerationParams(max_new_tokens=ev.evidence_max_new_tokens, batch_size=ev.batch_size)
