@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from repro.evaluation.records import RecordFile
-from repro.evaluation.tables import compare_methods, summarize, summarize_files, table2
+from repro.evaluation.tables import compare_methods, reference_pairs, summarize, summarize_files, table2
 
 
 def rec(i: int, em: float, f1: float, passage_tokens: int, evidence_tokens: int | None, in_passages=True) -> dict:
@@ -92,3 +92,9 @@ def test_extra_file_columns_such_as_the_noise_level_are_kept_and_plotted(files):
     assert [ax.get_title() for ax in fig.axes] == ["set: EM", "set: F1", "set: EM drop"]
     drop = fig.axes[2].get_lines()[0].get_ydata()  # the same files at both levels: no drop
     assert list(drop) == [0.0, 0.0]
+
+
+def test_reference_pairs_compare_eviomni_with_every_other_method():
+    assert reference_pairs(["zero", "full", "eviomni", "cot"]) == [("eviomni", "zero"), ("eviomni", "full"),
+                                                                  ("eviomni", "cot")]
+    assert reference_pairs(["zero", "full"]) == [("full", "zero")]  # no EviOmni column: the last one

@@ -97,6 +97,13 @@ def _paired_scores(path_a: str, path_b: str, where: str | None) -> tuple[dict, d
     return scores[0], scores[1], len(ids)
 
 
+def reference_pairs(methods: Sequence[str], reference: str = "eviomni") -> list[tuple[str, str]]:
+    """(reference, other) for every other method: the comparisons the paper's significance marks make. Without
+    `reference` among `methods`, the last method is the reference."""
+    ref = reference if reference in methods else methods[-1]
+    return [(ref, m) for m in methods if m != ref]
+
+
 def compare_methods(files: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = None, where: str | None = None,
                     n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
     """Paired tests of method a against method b on the same questions of each dataset (repro.stats: bootstrap,

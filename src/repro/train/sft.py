@@ -49,6 +49,7 @@ from repro.evaluation.study import sample_rows
 from repro.io import atomic_dir, write_json, write_jsonl
 from repro.retrieval.cache import model_fingerprint
 from repro.retrieval.quality import read_contexts
+from repro.train.fused_head import compact_fused_lm_head_on_cpu
 
 
 def sft_examples(rows: list[dict], inputs: list[str]) -> list[dict]:
@@ -129,6 +130,7 @@ def fit_in_run_dir(make_trainer: Callable[[], Trainer], root: Path, config: dict
     adapter = root / "adapter"
     if _prepare(root, config):
         return adapter
+    compact_fused_lm_head_on_cpu()
     trainer = make_trainer()
     checkpoints = Path(trainer.args.output_dir)
     last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None

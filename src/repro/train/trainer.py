@@ -28,6 +28,7 @@ from trl import GRPOTrainer
 
 from repro import rewards
 from repro.config import RewardsConfig
+from repro.train.fused_head import compact_fused_lm_head_on_cpu
 from repro.train.reward import EviOmniReward, RolloutScore, score_rollout
 from repro.train.rollout import MASKED_TARGETS, answer_contexts, completion_text, masked_targets, parse_rollout
 
@@ -50,6 +51,7 @@ class EviOmniTrainer(GRPOTrainer):
 
     def __init__(self, *args, rewards_config: RewardsConfig, max_answer_length: int, sample_answers: bool = True,
                  **kwargs):
+        compact_fused_lm_head_on_cpu()
         super().__init__(*args, **kwargs)
         if len(self.reward_funcs) != 1 or not isinstance(self.reward_funcs[0], EviOmniReward):
             raise TypeError(f"EviOmniTrainer scores with one EviOmniReward, got {self.reward_funcs}")
