@@ -123,7 +123,7 @@ def test_items_are_sampled_with_the_seed_in_file_order(tmp_path, monkeypatch):
                             for i in range(20)))
     cfg = load_profile("ci", params_path=ROOT / "params.yaml")
     items = sample_items(cfg, "fanoutqa")
-    assert len(items) == cfg.agentic.n_items == 3
+    assert len(items) == cfg.agentic.n_items < 20
     assert items == sample_items(cfg, "fanoutqa")
     positions = [int(item["id"][1:]) for item in items]
     assert positions == sorted(positions)
