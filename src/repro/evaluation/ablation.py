@@ -60,8 +60,9 @@ def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     files = []
     for subset in ab.subsets:
         run = train_extractor(cfg, ablation_run(cfg, subset).root, answer_subset=subset, max_steps=ab.max_steps)
-        generator = make_generator(runner.ev.backend, str(run.extractor), dtype=cfg.models.inference, progress=False)
-        refiner = RationalExtractor(generator, model_fingerprint(str(run.extractor)), runner.params)
+        dtype = cfg.models.inference
+        generator = make_generator(runner.ev.backend, str(run.extractor), dtype=dtype, progress=False)
+        refiner = RationalExtractor(generator, f"{model_fingerprint(str(run.extractor))}@{dtype}", runner.params)
         for dataset, rows in sets.items():
             path = predictions_path(cfg.name, STUDY, dataset, subset_name(subset))
             runner.evaluate(rows, refiner, path, f"{subset_label(subset)} on {dataset}", progress)

@@ -7,7 +7,8 @@ Neuron's. On a CPU nothing is compiled, and the waste is the prompt-to-completio
 tokens before a completion of ~100 multiplies the LM-head and log-softmax work of every policy and reference pass
 about ninefold. `compact_fused_lm_head_on_cpu`, called by `EviOmniTrainer` and `repro.train.sft.fit_in_run_dir`,
 makes the kernel score only the labelled positions on CPUs too; the per-token maths (TRL's torch path of the same
-kernel) is unchanged, and so are the results (tests/test_train_fused_head.py; scripts/bench_fused_head.py).
+kernel) is unchanged, and so are the results (tests/test_train_fused_head.py). Speed: `scripts/bench_grpo.py
+--compare fused_head`.
 """
 
 from __future__ import annotations
