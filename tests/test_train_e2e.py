@@ -38,7 +38,8 @@ def contexts(n: int) -> list[dict]:
 @pytest.fixture(scope="module")
 def ci_cfg(tiny_llama_dir):
     cfg = load_profile("ci")
-    return dataclasses.replace(cfg, models=dataclasses.replace(cfg.models, extractor=str(tiny_llama_dir)))
+    train = dataclasses.replace(cfg.train, max_steps=3, save_steps=2)  # the kill-and-resume test counts on these
+    return dataclasses.replace(cfg, models=dataclasses.replace(cfg.models, extractor=str(tiny_llama_dir)), train=train)
 
 
 @pytest.fixture(scope="module")
