@@ -19,13 +19,13 @@ import pandas as pd
 
 from repro import stats
 from repro.config import Profile
+from repro.evaluation.methods import generator_id
 from repro.evaluation.paths import predictions_path
 from repro.evaluation.records import read_records
 from repro.evaluation.refiners import RationalExtractor
 from repro.evaluation.study import Study, evaluation_rows, with_evaluation_settings
 from repro.evaluation.tables import summarize
 from repro.generation import make_generator
-from repro.retrieval.cache import model_fingerprint
 from repro.train.run import TrainRun, run_dir, train_extractor
 
 STUDY = "ablation_answer_rewards"
@@ -62,7 +62,7 @@ def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:
         run = train_extractor(cfg, ablation_run(cfg, subset).root, answer_subset=subset, max_steps=ab.max_steps)
         dtype = cfg.models.inference
         generator = make_generator(runner.ev.backend, str(run.extractor), dtype=dtype, progress=False)
-        refiner = RationalExtractor(generator, f"{model_fingerprint(str(run.extractor))}@{dtype}", runner.params)
+        refiner = RationalExtractor(generator, generator_id(str(run.extractor), None, dtype), runner.params)
         for dataset, rows in sets.items():
             path = predictions_path(cfg.name, STUDY, dataset, subset_name(subset))
             runner.evaluate(rows, refiner, path, f"{subset_label(subset)} on {dataset}", progress)

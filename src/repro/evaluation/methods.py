@@ -76,6 +76,12 @@ def extractor_model(key: str, cfg: Profile) -> str:
     raise ValueError(f"method {key!r} runs no model; known methods: {list(METHODS)}")
 
 
+def generator_id(model: str, adapter: str | None, dtype: str) -> str:
+    """What identifies a generator in a run's configuration: the weights' fingerprint (a hub id stands for itself),
+    the adapter's, and the dtype (D87)."""
+    return model_fingerprint(model) + (f"+lora:{model_fingerprint(adapter)}" if adapter else "") + f"@{dtype}"
+
+
 class ModelPool:
     """Generators loaded once per (model, adapter) and shared by the methods of a study."""
 
@@ -84,13 +90,11 @@ class ModelPool:
         self._loaded: dict[tuple[str, str | None], tuple[Generator, str]] = {}
 
     def get(self, model: str, adapter: str | None = None) -> tuple[Generator, str]:
-        """(generator, id): the id fingerprints the weights (a hub id stands for itself) and the adapter."""
+        """(generator, `generator_id`)."""
         key = (model, adapter)
         if key not in self._loaded:
             generator = make_generator(self.backend, model, adapter=adapter, dtype=self.dtype, progress=self.progress)
-            model_id = (model_fingerprint(model) + (f"+lora:{model_fingerprint(adapter)}" if adapter else "")
-                        + f"@{self.dtype}")
-            self._loaded[key] = (generator, model_id)
+            self._loaded[key] = (generator, generator_id(model, adapter, self.dtype))
         return self._loaded[key]
 
 
