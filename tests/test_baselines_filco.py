@@ -23,7 +23,7 @@ from repro.evaluation.methods import ModelPool
 from repro.evaluation.runner import evaluate
 from repro.generation import GenerationParams
 from repro.prompts import chat_messages
-from repro.train.sft import fit_qa_generator, sft_args
+from repro.train.sft import fit_lora_sft, sft_args
 
 ROW = {"id": "q1", "question": "Where is the Eiffel Tower?", "golden_answers": ["Paris", "City of Light"],
        "passages": [
@@ -90,7 +90,7 @@ def test_the_trained_filter_gives_the_evidence_through_the_runner(tmp_path, tiny
     filco = dataclasses.replace(cfg.filco, max_steps=1, per_device_batch_size=1)
     model, run = str(tiny_llama_dir), tmp_path / "filter"
     examples = [{k: e[k] for k in ("prompt", "completion")} for e in filter_examples([ROW], filco)]
-    adapter = fit_qa_generator(model, examples, sft_args(cfg, filco, run / "checkpoints", progress=False), filco,
+    adapter = fit_lora_sft(model, examples, sft_args(cfg, filco, run / "checkpoints", progress=False), filco,
                                run, {"model": model, "filco": dataclasses.asdict(filco)})
     assert any("lora_B" in name for name in load_file(adapter / "adapter_model.safetensors"))
     assert [json.loads(line)["step"] for line in (run / "train_log.jsonl").read_text().splitlines()][0] == 1

@@ -1,16 +1,21 @@
 """The evaluation runner on a real (tiny random) generator: record fields, resume after a crash, and
 configuration changes that must never mix records."""
 
+import dataclasses
 import json
 
 import pytest
 
+from repro.config import load_profile
+from repro.data import layout
 from repro.evaluation.answering import Answerer, read_prediction
 from repro.evaluation.records import read_records
 from repro.evaluation.refiners import ClosedBook, FullPassages
 from repro.evaluation.runner import evaluate
+from repro.evaluation.study import answerable_rows, run_reading_check
 from repro.generation import GenerationParams
 from repro.generation.transformers_backend import TransformersGenerator
+from repro.io import write_jsonl
 from repro.metrics import exact_match, f1
 from repro.prompts import format_passages
 
@@ -115,3 +120,20 @@ def test_duplicate_question_ids_are_refused(tmp_path, generator, answerer):
     with pytest.raises(ValueError, match="unique ids"):
         evaluate(ROWS + ROWS[:1], FullPassages(), answerer, tmp_path / "x.jsonl", length_tokenizer=generator.tokenizer,
                  tokenizer_id="tiny", progress=False)
+
+
+def test_the_reading_check_runs_zero_and_full_on_answerable_questions_only(tiny_llama_dir, tmp_path, monkeypatch):
+    cfg = load_profile("ci")
+    models = dataclasses.replace(cfg.models, generator=str(tiny_llama_dir), extractor=str(tiny_llama_dir))
+    cfg = dataclasses.replace(cfg, models=models, evaluation=dataclasses.replace(
+        cfg.evaluation, datasets=["fanoutqa"], qa_adapter=False, reading_check_questions=2))
+    monkeypatch.chdir(tmp_path)  # the study reads the data stage's contexts relative to the cwd
+    write_jsonl(layout.contexts_path(cfg, "fanoutqa", "test"), ROWS)  # q0, q2, q4, q6 hold their answer
+
+    files = run_reading_check(cfg, progress=False)
+    assert files["method"].tolist() == ["zero", "full"]
+    records = {m: read_records(p) for m, p in zip(files["method"], files["path"])}
+    assert [r["id"] for r in records["zero"]] == [r["id"] for r in records["full"]]
+    assert len(records["full"]) == 2 and all(r["answer_in_passages"] for r in records["full"])
+    assert records["zero"][0]["evidence_tokens"] is None and records["full"][0]["evidence_tokens"] > 0
+    assert answerable_rows(ROWS, None, seed=0) == ROWS[::2]

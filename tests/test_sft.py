@@ -12,7 +12,7 @@ from repro.config import load_profile
 from repro.evaluation.answering import qa_messages
 from repro.generation.transformers_backend import TransformersGenerator
 from repro.prompts import format_passages
-from repro.train.sft import example_length, fit_qa_generator, fitting_examples, sft_args, sft_examples
+from repro.train.sft import example_length, fit_lora_sft, fitting_examples, sft_args, sft_examples
 
 ROWS = [{"id": str(i), "question": f"What is the capital of Country{i}?", "golden_answers": [f"Capital{i}", "alias"],
          "passages": [{"id": str(i), "contents": f'"Country{i}"\nThe capital of Country{i} is Capital{i}.',
@@ -63,7 +63,7 @@ def test_sft_resumes_after_a_crash_and_saves_an_adapter_the_backend_loads(tmp_pa
 
     def fit(*callbacks):
         args = sft_args(cfg, sft, root / "checkpoints", progress=False)
-        return fit_qa_generator(model, examples, args, sft, root, config, callbacks)
+        return fit_lora_sft(model, examples, args, sft, root, config, callbacks)
 
     with pytest.raises(RuntimeError, match="killed"):
         fit(CrashAt(3))

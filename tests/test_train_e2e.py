@@ -18,6 +18,7 @@ from repro.io import write_jsonl
 from repro.train import TrainRun, fit, read_log, train_extractor
 from repro.train.data import extraction_rows
 from repro.train.run import build_trainer
+from repro.train.warmup import warm_up_policy
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +39,8 @@ def contexts(n: int) -> list[dict]:
 @pytest.fixture(scope="module")
 def ci_cfg(tiny_llama_dir):
     cfg = load_profile("ci")
-    train = dataclasses.replace(cfg.train, max_steps=3, save_steps=2)  # the kill-and-resume test counts on these
+    train = dataclasses.replace(cfg.train, max_steps=3, save_steps=2,  # the kill-and-resume test counts on these
+                                format_warmup=None)  # GRPO from the random model; the warm-up has its own test
     return dataclasses.replace(cfg, models=dataclasses.replace(cfg.models, extractor=str(tiny_llama_dir)), train=train)
 
 
@@ -121,12 +123,34 @@ def test_a_real_batch_gets_eq7_advantages_masked_answers_and_a_completion_only_l
     assert grad_norm({**out, "completion_mask": torch.zeros_like(mask)}) == 0  # nothing outside the mask counts
 
 
+def test_format_warmup_merges_an_adapter_into_the_policy_and_is_reused(ci_cfg, tmp_path, tiny_llama_dir):
+    cfg = dataclasses.replace(ci_cfg, train=dataclasses.replace(ci_cfg.train,
+                                                                format_warmup=load_profile("ci").train.format_warmup))
+    unanswerable = {**contexts(9)[8], "golden_answers": ["Oslo"]}
+    policy = warm_up_policy(cfg, contexts(8) + [unanswerable], tmp_path / "warmup", progress=False)
+
+    warmed = AutoModelForCausalLM.from_pretrained(policy)
+    initial = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    changed = {name for name, p in warmed.named_parameters() if not torch.equal(p, initial.get_parameter(name))}
+    assert changed and all(name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"))
+                           for name in changed)  # the LoRA targets, merged; no adapter weights left
+    assert not any("lora" in name for name in warmed.state_dict())
+    assert AutoTokenizer.from_pretrained(policy).chat_template
+    run_config = json.loads((tmp_path / "warmup" / "run_config.json").read_text())
+    assert run_config["n_examples"] == cfg.train.format_warmup.max_train_questions == 4
+
+    stamp = (policy / "model.safetensors").stat().st_mtime_ns
+    assert warm_up_policy(cfg, contexts(8), tmp_path / "warmup", progress=False) == policy
+    assert (policy / "model.safetensors").stat().st_mtime_ns == stamp  # the same configuration is reused
+
+
 def test_accelerate_launch_runs_the_trainer_in_two_processes(ci_cfg, rows, tmp_path, monkeypatch):
+    warmup = load_profile("ci").train.format_warmup  # runs before the launch
     monkeypatch.chdir(tmp_path)  # the workers read the data stage's contexts files relative to the cwd
     for split, part in (("train", contexts(8)[:6]), ("dev", contexts(8)[6:])):
         write_jsonl(tmp_path / "data" / "ci" / "retrieval" / "minilm" / "fanoutqa" / f"{split}.jsonl", part)
     train = dataclasses.replace(ci_cfg.train, per_device_batch_size=2, steps_per_generation=1, max_steps=2,
-                                save_steps=2)  # a group of G = 4 spans both processes
+                                save_steps=2, format_warmup=warmup)  # a group of G = 4 spans both processes
     cfg = dataclasses.replace(ci_cfg, train=train)
     from conftest import ROOT
 
@@ -134,3 +158,4 @@ def test_accelerate_launch_runs_the_trainer_in_two_processes(ci_cfg, rows, tmp_p
     assert list(read_log(run.train_log).index) == [1, 2]
     assert json.loads(run.config_file.read_text())["processes"] == 2
     assert (run.extractor / "model.safetensors").exists() and run.selection()["step"] == 2
+    assert (tmp_path / "data" / "ci" / "train" / "format_warmup" / "policy" / "model.safetensors").exists()

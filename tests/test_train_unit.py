@@ -8,12 +8,15 @@ import pytest
 import torch
 from transformers import AutoTokenizer
 
-from repro import prompts, rewards
+from repro import prompts, rewards, tags
 from repro.config import ConfigError, RewardsConfig, TrainConfig, load_profile, profile_names
+from repro.data.answers import AnswerSentence, first_answer_sentence
+from repro.train.data import extraction_row
 from repro.train.logs import StepLog, read_log, train_log_row
 from repro.train.reward import EviOmniReward, score_rollout
 from repro.train.rollout import answer_contexts, masked_targets, parse_rollout
 from repro.train.trainer import std_clipped_advantages
+from repro.train.warmup import warmup_examples, warmup_target
 
 QUESTION = "Who designed the Eiffel Tower?"
 PASSAGES = prompts.format_passages([{"title": "Eiffel Tower", "text": "PASSAGE-FACT Gustave Eiffel's company."},
@@ -121,3 +124,32 @@ def test_profiles_carry_the_papers_grpo_settings_and_a_resumable_checkpoint_poli
     assert all(load_profile(name).train is not None for name in profile_names())
     with pytest.raises(ConfigError, match="save_total_limit"):  # limit 1 would delete the last checkpoint
         TrainConfig(dataset="nq", save_total_limit=1)
+
+
+WARMUP_ROW = {"id": "q1", "question": "Who designed the Eiffel Tower?",
+              "golden_answers": ["Gustave Eiffel", "Eiffel"],
+              "passages": [{"contents": "Paris\nParis is the capital. Eiffel lived here."},  # title never counts
+                           {"contents": "Eiffel Tower\nIt opened in 1889. The company of Gustave Eiffel built it! Tall."}]}
+
+
+def test_the_first_sentence_holding_an_answer_is_found_in_passage_order():
+    assert first_answer_sentence(WARMUP_ROW["passages"], WARMUP_ROW["golden_answers"]) == AnswerSentence(
+        1, "Paris", "Eiffel lived here.", "Eiffel")
+    assert first_answer_sentence(WARMUP_ROW["passages"][1:], WARMUP_ROW["golden_answers"]) == AnswerSentence(
+        1, "Eiffel Tower", "The company of Gustave Eiffel built it!", "Gustave Eiffel")
+    assert first_answer_sentence(WARMUP_ROW["passages"], ["Eiffel Tower"]) is None  # only in a title
+
+
+def test_format_warmup_targets_are_well_formatted_string_inclusion_rollouts(tokenizer):
+    row = {**WARMUP_ROW, "passages": WARMUP_ROW["passages"][1:]}
+    target = warmup_target(row)
+    assert target == ("<reason>Passage 1 (Eiffel Tower) has the sentence that answers the question.</reason>\n"
+                      "<extract>The company of Gustave Eiffel built it!</extract>\n<answer>Gustave Eiffel</answer>")
+    assert tags.is_well_formatted(target)
+    assert warmup_target({**row, "golden_answers": ["Paris"]}) is None  # not in passage 2
+
+    rows = [{**row, "id": f"q{i}"} for i in range(5)] + [{**row, "id": "none", "golden_answers": ["Oslo"]}]
+    examples = warmup_examples(rows, max_questions=3, seed=0)
+    assert len(examples) == 3 and all(e["completion"][0]["content"] == target for e in examples)
+    assert examples[0]["prompt"] == extraction_row(row, tokenizer, "tokens")["prompt"]  # GRPO's own prompt
+    assert len(warmup_examples(rows, max_questions=10, seed=0)) == 5  # the row without a target is never drawn

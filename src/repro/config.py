@@ -206,6 +206,7 @@ class TrainConfig:
     vllm_gpu_memory_utilization: float = 0.3
     vllm_tensor_parallel_size: int = 1
     vllm_max_model_length: int | None = None  # must hold prompt + rollout + o_r/o_e answer
+    format_warmup: FormatWarmupConfig | None = None  # SFT that teaches the tags before GRPO (CPU stand-ins; D90)
 
     def __post_init__(self):
         if self.num_generations < 2:
@@ -314,6 +315,17 @@ class LoRASFTConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class FormatWarmupConfig(LoRASFTConfig):
+    """A LoRA SFT of the policy on String Inclusion rollouts before GRPO (repro.train.warmup, D90): a stand-in for the
+    instruction following of the paper's 1.5B/7B models, which the 135M CPU model lacks. The adapter is merged."""
+
+    section: typing.ClassVar[str] = "train.format_warmup"
+    split: str = "train"  # of train.dataset
+    max_train_questions: int = 32  # a seeded subset of the questions whose passages hold an answer
+    max_length: int = 1024
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class QAGeneratorConfig(LoRASFTConfig):
     """LoRA SFT of the QA generator (App. A.2): models.generator learns to give the golden answer from (q, P)
     with Table 11's prompt and from q alone with Table 12's (for Zero). The paper gives the LoRA rank (8);
@@ -403,13 +415,16 @@ class EvaluationConfig:
     chunk_size: int = 64  # questions per resumable chunk, flushed to the partial file
     answer_max_new_tokens: int = 32
     evidence_max_new_tokens: int = 768  # CoT and extractor outputs (the paper's latency setting)
+    reading_check_questions: int | None = None  # Zero vs Full on N answerable questions per set (None: no check)
 
     def __post_init__(self):
         if not self.datasets or not self.methods or len(set(self.methods)) != len(self.methods):
             raise ConfigError("evaluation: need datasets and distinct methods")
         positive = ("batch_size", "chunk_size", "answer_max_new_tokens", "evidence_max_new_tokens")
-        if any(getattr(self, name) < 1 for name in positive) or (self.max_questions or 1) < 1:
-            raise ConfigError(f"evaluation: {', '.join(positive)} and max_questions must be positive")
+        if any(getattr(self, name) < 1 for name in positive) or min(self.max_questions or 1,
+                                                                     self.reading_check_questions or 1) < 1:
+            raise ConfigError(f"evaluation: {', '.join(positive)}, max_questions and reading_check_questions "
+                              "must be positive")
 
 
 @dataclasses.dataclass(frozen=True)

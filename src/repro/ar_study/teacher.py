@@ -21,7 +21,6 @@ used (D78).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 
 from transformers import AutoTokenizer
@@ -30,8 +29,7 @@ from repro.ar_study.paths import teacher_path
 from repro.assets import resolve
 from repro.config import ArTeacherConfig, Profile
 from repro.data import layout
-from repro.data.answers import has_answer
-from repro.data.corpus import split_contents
+from repro.data.answers import first_answer_sentence
 from repro.evaluation.records import RecordFile, fingerprint, process_resumably
 from repro.evaluation.refiners import passages_document
 from repro.evaluation.runner import answer_in_passages
@@ -83,14 +81,11 @@ def teacher_verdict(output: str, golden_answers: list[str], correct_if: str = "a
 def string_inclusion_response(row: dict) -> str:
     """The `heuristic` teacher (ci only, no model): the first passage sentence that holds a golden answer becomes
     the evidence, the answer is that golden answer; without one, the response has an empty `<extract>`."""
-    for number, passage in enumerate(row["passages"], start=1):
-        title, text = split_contents(passage["contents"])
-        for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
-            answers = [a for a in row["golden_answers"] if has_answer(sentence, [a])]
-            if answers:
-                reason = f"The question asks: {row['question']} Passage {number} ({title}) states: {sentence}"
-                return f"<reason>{reason}</reason><extract>{sentence}</extract><answer>{answers[0]}</answer>"
-    return f"<reason>The question asks: {row['question']} No passage states the answer.</reason><extract></extract>"
+    found = first_answer_sentence(row["passages"], row["golden_answers"])
+    if found is None:
+        return f"<reason>The question asks: {row['question']} No passage states the answer.</reason><extract></extract>"
+    reason = f"The question asks: {row['question']} Passage {found.passage} ({found.title}) states: {found.sentence}"
+    return f"<reason>{reason}</reason><extract>{found.sentence}</extract><answer>{found.answer}</answer>"
 
 
 def teacher_rows(cfg: Profile) -> list[dict]:

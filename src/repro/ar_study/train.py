@@ -23,7 +23,7 @@ from repro.config import Profile
 from repro.evaluation.records import fingerprint
 from repro.io import write_json, write_jsonl
 from repro.retrieval.cache import model_fingerprint
-from repro.train.sft import fit_qa_generator, fitting_examples, sft_args
+from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
 
 
 def build_sft_sets(cfg: Profile, progress: bool = True) -> dict[str, list[dict]]:
@@ -54,7 +54,7 @@ def train_variant(cfg: Profile, variant: str, examples: list[dict], progress: bo
               "sft": dataclasses.asdict(sft), "examples": fingerprint(fitting), "n_examples": len(fitting),
               "dropped_too_long": dropped}
     root = run_dir(cfg.name, variant)
-    return fit_qa_generator(model, fitting, sft_args(cfg, sft, root / "checkpoints", progress), sft, root, config)
+    return fit_lora_sft(model, fitting, sft_args(cfg, sft, root / "checkpoints", progress), sft, root, config)
 
 
 def train_variants(cfg: Profile, progress: bool = True) -> dict[str, Path]:

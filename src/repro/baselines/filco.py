@@ -42,7 +42,7 @@ from repro.metrics import f1
 from repro.prompts import chat_messages, format_passages, passage_title_and_text
 from repro.retrieval.cache import model_fingerprint
 from repro.retrieval.quality import read_contexts
-from repro.train.sft import fit_qa_generator, fitting_examples, sft_args
+from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
 
 # FilCo's M_ctx instruction for NQ, TQA and HotpotQA (zorazrw/filco convert_dataset.py, MCTX_INSTR_MAP), followed
 # by its "question: …" / "context: …" input (get_inputs.py, prefix_format "{}: {}").
@@ -146,7 +146,7 @@ def train_filco(cfg: Profile, root: str | Path | None = None, *, progress: bool 
               "seed": cfg.seed, "filco": dataclasses.asdict(filco), "examples": fingerprint(sft_examples),
               "n_examples": len(examples), "dropped_too_long": dropped}
     run = root / "filter"
-    return fit_qa_generator(model, sft_examples, sft_args(cfg, filco, run / "checkpoints", progress), filco, run,
+    return fit_lora_sft(model, sft_examples, sft_args(cfg, filco, run / "checkpoints", progress), filco, run,
                             config)
 
 

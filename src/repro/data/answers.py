@@ -7,8 +7,11 @@ is the AR of §2.2).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+import re
+from collections.abc import Iterable, Sequence
 
+from repro.data.corpus import split_contents
 from repro.metrics import normalize_answer
 
 
@@ -16,3 +19,25 @@ def has_answer(text: str, answers: Iterable[str]) -> bool:
     """True if any non-empty normalised answer occurs in the normalised text on token boundaries."""
     padded = f" {normalize_answer(text)} "
     return any(norm and f" {norm} " in padded for norm in map(normalize_answer, answers))
+
+
+@dataclasses.dataclass(frozen=True)
+class AnswerSentence:
+    """The first passage sentence holding a golden answer: passage number (1-based), title, sentence, answer."""
+
+    passage: int
+    title: str
+    sentence: str
+    answer: str
+
+
+def first_answer_sentence(passages: Sequence[dict], answers: Sequence[str]) -> AnswerSentence | None:
+    """String Inclusion over contexts passages (`{"contents": "title\\ntext"}`): the first sentence, in passage order,
+    whose text holds a golden answer (`has_answer`), with the first answer it holds; None if no sentence does."""
+    for number, passage in enumerate(passages, start=1):
+        title, text = split_contents(passage["contents"])
+        for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
+            held = [a for a in answers if has_answer(sentence, [a])]
+            if held:
+                return AnswerSentence(number, title, sentence, held[0])
+    return None

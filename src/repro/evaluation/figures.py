@@ -1,5 +1,5 @@
-"""Plots of Table 2 (scores and compression per method and dataset; also Tables 9-10), Table 3 (the answer-reward
-ablation), Table 4 (latency and evidence length) and Figure 5 (noise robustness)."""
+"""Plots of Table 2 (scores and compression per method and dataset; also Tables 9-10) and its reading check,
+Table 3 (the answer-reward ablation), Table 4 (latency and evidence length) and Figure 5 (noise robustness)."""
 
 from __future__ import annotations
 
@@ -81,6 +81,19 @@ def plot_noise_robustness(summary: pd.DataFrame, title: str = "") -> plt.Figure:
             ax.grid(alpha=0.3)
             if ax is not row[-1]:
                 ax.get_legend().remove()
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_reading_check(summary: pd.DataFrame, title: str = "") -> plt.Figure:
+    """EM and F1 (×100) of Zero and Full on the questions whose passages hold an answer, one bar group per dataset."""
+    fig, axes = plt.subplots(1, 2, figsize=(8, 3.4))
+    for ax, metric in zip(axes, ("EM", "F1")):
+        sns.barplot(data=summary, x="dataset", y=metric, hue="method", ax=ax)
+        ax.set(xlabel="", ylabel=metric, title=metric)
+        ax.grid(axis="y", alpha=0.3)
+    axes[0].get_legend().remove()
     fig.suptitle(title)
     fig.tight_layout()
     return fig

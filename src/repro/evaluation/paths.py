@@ -3,6 +3,8 @@
     data/<profile>/qa_generator/adapter/                       the LoRA QA generator (repro.train.sft)
     data/<profile>/predictions/<study>/<dataset>/<method>.jsonl per-item records (+ .manifest.json,
                                                                + .partial.jsonl while running)
+    data/<profile>/predictions/main_comparison/reading_check/<dataset>/<method>.jsonl   Zero and Full on the
+                                                               questions whose passages hold an answer (D91)
 
 Per-item records live under data/ (not results/): they are the intermediate every table and significance test of
 a study reads, and must survive a rerun of the notebook that renders them.

@@ -3,6 +3,7 @@
     files = run_main_comparison(cfg)     # Table 2: cfg.evaluation; DataFrame: dataset, method, path
     files = run_distractor_setting(cfg)  # Tables 9-10: cfg.distractor (gold + distractor paragraphs)
     files = run_noise_robustness(cfg)    # Figure 5: cfg.noise_robustness over the noisy contexts; + noise column
+    files = run_reading_check(cfg)       # Zero vs Full where the top-k hold an answer: does the generator read?
 
 Models are loaded once and shared across methods and datasets; each (dataset, method) file is resumable and
 reused when its configuration is unchanged (repro.evaluation.records).
@@ -22,13 +23,15 @@ from repro.data import layout
 from repro.evaluation.methods import METHODS, ModelPool, build_answerer, build_refiner
 from repro.evaluation.paths import predictions_path
 from repro.evaluation.refiners import Refiner
-from repro.evaluation.runner import evaluate
+from repro.evaluation.runner import answer_in_passages, evaluate
 from repro.generation import GenerationParams
 from repro.retrieval.quality import read_contexts
 
 MAIN_COMPARISON = "main_comparison"
 DISTRACTOR_SETTING = "distractor_setting"
 NOISE_ROBUSTNESS = "noise_robustness"
+READING_CHECK = f"{MAIN_COMPARISON}/reading_check"  # part of the main comparison's predictions
+READING_CHECK_METHODS = ("zero", "full")
 
 
 def sample_rows(rows: list[dict], max_questions: int | None, seed: int) -> list[dict]:
@@ -128,3 +131,28 @@ def run_noise_robustness(cfg: Profile, progress: bool = True) -> pd.DataFrame:
                                 progress)
                 files.append({"dataset": dataset, "noise": k, "method": method, "path": str(path)})
     return pd.DataFrame(files)
+
+
+def answerable_rows(rows: list[dict], max_questions: int | None, seed: int) -> list[dict]:
+    """A seeded subset of the rows whose passages hold a golden answer (`answer_in_passages`)."""
+    return sample_rows([row for row in rows if answer_in_passages(row)], max_questions, seed)
+
+
+def run_reading_check(cfg: Profile, progress: bool = True) -> pd.DataFrame:
+    """Zero and Full on `evaluation.reading_check_questions` test questions per Table 2 set whose passages hold an
+    answer: does the QA generator read the passages? Table 2's few questions hold too few such items to tell (D91).
+    Sets without such a question are skipped; one row per prediction file."""
+    ev = cfg.evaluation
+    if ev is None or ev.reading_check_questions is None:
+        raise ValueError(f"profile {cfg.name} sets no evaluation.reading_check_questions")
+    runner = Study(cfg, with_evaluation_settings(cfg, methods=list(READING_CHECK_METHODS)))
+    files = []
+    for dataset in ev.datasets:
+        rows = answerable_rows(read_contexts(layout.contexts_path(cfg, dataset, ev.split)),
+                               ev.reading_check_questions, cfg.seed)
+        for method in READING_CHECK_METHODS if rows else ():
+            path = predictions_path(cfg.name, READING_CHECK, dataset, method)
+            runner.evaluate(rows, runner.refiner(method), path, f"{METHODS[method].label} on {dataset} (answerable)",
+                            progress)
+            files.append({"dataset": dataset, "method": method, "path": str(path)})
+    return pd.DataFrame(files, columns=["dataset", "method", "path"])

@@ -16,12 +16,17 @@ from repro.data import layout
 from repro.data.qa import read_contexts
 
 
+def extraction_messages(question: str, passages: str) -> list[dict[str, str]]:
+    """The chat prompt the policy extracts from: Table 14 over the formatted passages as the user turn (D3)."""
+    return prompts.chat_messages(prompts.evidence_extraction_prompt(question, passages))
+
+
 def extraction_row(row: dict, tokenizer, length_unit: str) -> dict:
     """The training row of one contexts row (QA row + `passages`, see repro.data.layout)."""
     passages = prompts.format_passages(row["passages"])
     return {
         "id": str(row["id"]),
-        "prompt": prompts.chat_messages(prompts.evidence_extraction_prompt(row["question"], passages)),
+        "prompt": extraction_messages(row["question"], passages),
         "question": row["question"],
         "passages": passages,
         "golden_answers": list(row["golden_answers"]),

@@ -9,9 +9,10 @@ A run directory (default `data/<profile>/train/eviomni`) holds
     selection.json                   which step was selected, on which metric, with which value
     run_config.json                  everything the run depends on, with its fingerprint
 
-Re-running with the same configuration resumes from the last checkpoint (a killed run continues where
-it stopped); a different configuration discards the directory's checkpoints and starts afresh, as DVC
-would for a changed stage. With `train.accelerate_config` set, the run is launched in worker processes
+The policy starts from `repro.train.warmup.starting_policy(cfg)`: `models.extractor`, or its format warm-up on the
+CPU profiles (D90). Re-running with the same configuration resumes from the last checkpoint (a killed run continues
+where it stopped); a different configuration discards the directory's checkpoints and starts afresh, as DVC would for
+a changed stage. With `train.accelerate_config` set, the run is launched in worker processes
 through `accelerate launch` (multi-GPU, DeepSpeed); otherwise it runs in this process.
 """
 
@@ -43,6 +44,7 @@ from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
 from repro.train.data import split_rows
 from repro.train.reward import EviOmniReward
 from repro.train.trainer import EviOmniTrainer
+from repro.train.warmup import starting_policy
 
 RUN_STATE_FILES = {"optimizer.pt", "scheduler.pt", "scaler.pt", "trainer_state.json", "training_args.bin"}
 
@@ -176,7 +178,7 @@ def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_r
     """The trainer of a run on `train_rows`, selecting on `dev_rows` (rows of repro.train.data); clears the run
     directory first if it holds a run of another configuration."""
     train, rewards_cfg = _train_config(cfg, max_steps), _rewards_config(cfg, answer_subset)
-    model_path = resolve(cfg.models.extractor, cfg.name)
+    model_path = starting_policy(cfg, progress=progress)
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
     args = grpo_args(cfg, train, run.checkpoints, progress)
     config = {"profile": cfg.name, "seed": cfg.seed, "extractor": cfg.models.extractor, "dtype": cfg.models.dtype,
@@ -248,6 +250,7 @@ def train_extractor(cfg: Profile, root: str | Path | None = None, *, answer_subs
     `train.accelerate_config` of the profile) for multi-process training."""
     accelerate_config = accelerate_config or _train_config(cfg, max_steps).accelerate_config
     root = Path(root) if root is not None else run_dir(cfg.name)
+    starting_policy(cfg)  # the format warm-up, if any, runs once, before any worker process starts
     if accelerate_config is None:
         return train_in_process(cfg, root, answer_subset=answer_subset, max_steps=max_steps)
     root.parent.mkdir(parents=True, exist_ok=True)

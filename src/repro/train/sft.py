@@ -142,7 +142,7 @@ def fit_in_run_dir(make_trainer: Callable[[], Trainer], root: Path, config: dict
     return adapter
 
 
-def fit_qa_generator(model: str, examples: list[dict], args: SFTConfig, sft: LoRASFTConfig, root: Path,
+def fit_lora_sft(model: str, examples: list[dict], args: SFTConfig, sft: LoRASFTConfig, root: Path,
                      config: dict, callbacks: Sequence[TrainerCallback] = ()) -> Path:
     """LoRA SFT on prompt-completion `examples` in run directory `root` (see `fit_in_run_dir`); returns the
     adapter directory."""
@@ -166,7 +166,7 @@ def train_qa_generator(cfg: Profile, root: str | Path | None = None, *, progress
     config = {"generator": cfg.models.generator, "model": model_fingerprint(model), "dtype": cfg.models.dtype,
               "seed": cfg.seed, "qa_generator": dataclasses.asdict(sft), "examples": fingerprint(examples),
               "n_examples": len(examples), "dropped_too_long": dropped}
-    return fit_qa_generator(model, examples, sft_args(cfg, sft, root / "checkpoints", progress), sft, root, config)
+    return fit_lora_sft(model, examples, sft_args(cfg, sft, root / "checkpoints", progress), sft, root, config)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,129 @@
+"""The policy GRPO starts from, and the format warm-up that makes it on the CPU profiles (D90).
+
+    policy = starting_policy(cfg)        # models.extractor, or data/<profile>/train/format_warmup/policy/
+    python -m repro.train.warmup --profile tiny
+
+The paper starts GRPO from Qwen2.5-1.5B/7B-Instruct, which follow Table 14's instructions well enough for the
+format reward to vary within a group. SmolLM2-135M-Instruct does not: of 48 rollouts sampled from six training
+prompts, even with `<reason>` prefilled, none closed `</reason>` and opened `<extract>` (D90). Every rollout then
+scores R^fmt = 0, and GRPO has no signal to learn the format from. `train.format_warmup` stands in for the
+larger models' instruction following with a short LoRA SFT, like DeepSeek-R1's cold start: the policy learns
+String Inclusion rollouts (the AR study's heuristic teacher) on questions whose passages hold an answer,
+
+    <reason>Passage {n} ({title}) has the sentence that answers the question.</reason>
+    <extract>{first sentence holding a golden answer}</extract>
+    <answer>{that golden answer}</answer>
+
+and the adapter is merged into a plain model directory, `policy/`, which GRPO samples from and keeps as its KL
+reference. The targets teach the tags and a copy-the-sentence evidence, not the paper's reasoning: what the
+rationale says, and how long the evidence is, is left to the rewards. The paper profiles set `format_warmup: null`:
+the policy is `models.extractor`, exactly as in the paper.
+
+The run directory holds the LoRA run of `repro.train.sft.fit_in_run_dir` (checkpoints/, adapter/, run_config.json,
+train_log.jsonl), the merged `policy/`, and `policy.json` naming the starting policy (written for every profile,
+so the pipeline stage has one output either way).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from pathlib import Path
+
+from peft import PeftModel
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from repro.assets import resolve
+from repro.config import Profile, load_profile
+from repro.data import layout
+from repro.data.answers import first_answer_sentence
+from repro.evaluation.records import fingerprint
+from repro.evaluation.study import sample_rows
+from repro.io import atomic_dir, write_json
+from repro.prompts import format_passages
+from repro.retrieval.cache import model_fingerprint
+from repro.retrieval.quality import read_contexts
+from repro.train.data import extraction_messages
+from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
+
+
+def warmup_dir(profile: str) -> Path:
+    return layout.profile_dir(profile) / "train" / "format_warmup"
+
+
+def warmup_target(row: dict) -> str | None:
+    """The String Inclusion rollout of a contexts row, or None if no passage sentence holds a golden answer."""
+    found = first_answer_sentence(row["passages"], row["golden_answers"])
+    if found is None:
+        return None
+    reason = f"Passage {found.passage} ({found.title}) has the sentence that answers the question."
+    return f"<reason>{reason}</reason>\n<extract>{found.sentence}</extract>\n<answer>{found.answer}</answer>"
+
+
+def warmup_examples(rows: list[dict], max_questions: int, seed: int) -> list[dict]:
+    """Prompt-completion examples (GRPO's own prompt → String Inclusion rollout) for a seeded sample of the rows
+    that have a target."""
+    targets = {row["id"]: target for row in rows if (target := warmup_target(row)) is not None}
+    kept = sample_rows([row for row in rows if row["id"] in targets], max_questions, seed)
+    return [{"prompt": extraction_messages(row["question"], format_passages(row["passages"])),
+             "completion": [{"role": "assistant", "content": targets[row["id"]]}]} for row in kept]
+
+
+def merge_adapter(base: str, adapter: Path, out: Path, dtype: str) -> None:
+    """Merge a LoRA adapter into its base model and save model (safetensors) and tokenizer to `out`, atomically."""
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    merged = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    with atomic_dir(out) as tmp:
+        merged.save_pretrained(tmp, safe_serialization=True)
+        AutoTokenizer.from_pretrained(base).save_pretrained(tmp)
+
+
+def warm_up_policy(cfg: Profile, rows: list[dict], root: Path, progress: bool = True) -> Path:
+    """Fine-tune (or reuse, or resume) the format warm-up of `cfg` on contexts `rows` in `root`; returns the merged
+    policy directory."""
+    warmup = cfg.train.format_warmup
+    base = resolve(cfg.models.extractor, cfg.name)
+    examples, dropped = fitting_examples(warmup_examples(rows, warmup.max_train_questions, cfg.seed),
+                                         AutoTokenizer.from_pretrained(base), warmup.max_length)
+    if not examples:
+        raise ValueError(f"train.format_warmup: no {cfg.train.dataset}/{warmup.split} question has a passage "
+                         f"sentence holding its answer within max_length={warmup.max_length} tokens")
+    config = {"extractor": cfg.models.extractor, "model": model_fingerprint(base), "dtype": cfg.models.dtype,
+              "seed": cfg.seed, "dataset": cfg.train.dataset, "format_warmup": dataclasses.asdict(warmup),
+              "examples": fingerprint(examples), "n_examples": len(examples), "dropped_too_long": dropped}
+    adapter = fit_lora_sft(base, examples, sft_args(cfg, warmup, root / "checkpoints", progress), warmup, root, config)
+    policy = root / "policy"
+    if not (policy / "model.safetensors").exists():
+        merge_adapter(base, adapter, policy, cfg.models.dtype)
+    return policy
+
+
+def starting_policy(cfg: Profile, root: str | Path | None = None, progress: bool = True) -> str:
+    """The model GRPO starts from and regularises towards: `models.extractor`, or its format-warmed copy when
+    `train.format_warmup` is set (trained here on first use, reused after)."""
+    if cfg.train is None:
+        raise ValueError(f"profile {cfg.name} has no train section")
+    warmup = cfg.train.format_warmup
+    if warmup is None:
+        return resolve(cfg.models.extractor, cfg.name)
+    rows = read_contexts(layout.contexts_path(cfg, cfg.train.dataset, warmup.split))
+    root = Path(root) if root is not None else warmup_dir(cfg.name)
+    return str(warm_up_policy(cfg, rows, root, progress))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="The policy GRPO starts from: models.extractor or its format "
+                                                 "warm-up (train.format_warmup).")
+    parser.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
+    args = parser.parse_args(argv)
+    cfg = load_profile(args.profile)
+    policy = starting_policy(cfg)
+    warmup = cfg.train.format_warmup
+    write_json(warmup_dir(cfg.name) / "policy.json",
+               {"policy": policy, "extractor": cfg.models.extractor,
+                "format_warmup": dataclasses.asdict(warmup) if warmup is not None else None})
+    print(policy)
+
+
+if __name__ == "__main__":
+    main()
