@@ -1,4 +1,5 @@
-""""Passage contains a golden answer": the positive of Table 8, of `answer_in_page` and of noise filtering.
+""""Passage contains a golden answer": the positive of Table 8, of `answer_in_page` and of noise filtering; and the
+first passage sentence that contains one (String Inclusion: the AR study's heuristic teacher, the format warm-up).
 
 Matching is on SQuAD-normalised text (`repro.metrics.normalize_answer`) and on whole tokens, as DPR's
 `has_answer` does, so "1889" does not match "18890" (plain substring matching, `repro.metrics.answer_recall`,
