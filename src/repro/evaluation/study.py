@@ -76,19 +76,22 @@ class Study:
                         desc=desc)
 
 
-def run_study(cfg: Profile, ev: EvaluationConfig | None, study: str, progress: bool = True) -> pd.DataFrame:
-    """Run (or reuse) every method of `ev` on every dataset of `ev`; one row per prediction file."""
+def run_study(cfg: Profile, ev: EvaluationConfig | None, study: str, progress: bool = True,
+              sets: dict[str, list[dict]] | None = None) -> pd.DataFrame:
+    """Run (or reuse) every method of `ev` on every dataset of `ev` (or on the rows of `sets`, by dataset); one row
+    per prediction file."""
     if ev is None:
         raise ValueError(f"profile {cfg.name} has no configuration for the {study} study")
     runner = Study(cfg, ev)
-    sets = {dataset: evaluation_rows(cfg, dataset, ev.split, ev.max_questions) for dataset in ev.datasets}
+    if sets is None:
+        sets = {dataset: evaluation_rows(cfg, dataset, ev.split, ev.max_questions) for dataset in ev.datasets}
     files = []
     for method in ev.methods:
         for dataset, rows in sets.items():
             path = predictions_path(cfg.name, study, dataset, method)
             runner.evaluate(rows, runner.refiner(method), path, f"{METHODS[method].label} on {dataset}", progress)
             files.append({"dataset": dataset, "method": method, "path": str(path)})
-    return pd.DataFrame(files)
+    return pd.DataFrame(files, columns=["dataset", "method", "path"])
 
 
 def run_main_comparison(cfg: Profile, progress: bool = True) -> pd.DataFrame:
@@ -145,14 +148,8 @@ def run_reading_check(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     ev = cfg.evaluation
     if ev is None or ev.reading_check_questions is None:
         raise ValueError(f"profile {cfg.name} sets no evaluation.reading_check_questions")
-    runner = Study(cfg, with_evaluation_settings(cfg, methods=list(READING_CHECK_METHODS)))
-    files = []
-    for dataset in ev.datasets:
-        rows = answerable_rows(read_contexts(layout.contexts_path(cfg, dataset, ev.split)),
-                               ev.reading_check_questions, cfg.seed)
-        for method in READING_CHECK_METHODS if rows else ():
-            path = predictions_path(cfg.name, READING_CHECK, dataset, method)
-            runner.evaluate(rows, runner.refiner(method), path, f"{METHODS[method].label} on {dataset} (answerable)",
-                            progress)
-            files.append({"dataset": dataset, "method": method, "path": str(path)})
-    return pd.DataFrame(files, columns=["dataset", "method", "path"])
+    sets = {dataset: rows for dataset in ev.datasets
+            if (rows := answerable_rows(read_contexts(layout.contexts_path(cfg, dataset, ev.split)),
+                                        ev.reading_check_questions, cfg.seed))}
+    return run_study(cfg, with_evaluation_settings(cfg, methods=list(READING_CHECK_METHODS)), READING_CHECK,
+                     progress, sets)

@@ -250,9 +250,9 @@ def train_extractor(cfg: Profile, root: str | Path | None = None, *, answer_subs
     `train.accelerate_config` of the profile) for multi-process training."""
     accelerate_config = accelerate_config or _train_config(cfg, max_steps).accelerate_config
     root = Path(root) if root is not None else run_dir(cfg.name)
-    starting_policy(cfg)  # the format warm-up, if any, runs once, before any worker process starts
     if accelerate_config is None:
         return train_in_process(cfg, root, answer_subset=answer_subset, max_steps=max_steps)
+    starting_policy(cfg)  # the format warm-up, if any, runs once, before any worker process starts
     root.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
         params = Path(tmp) / "params.yaml"
