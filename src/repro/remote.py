@@ -213,39 +213,46 @@ def fetch(cfg: Profile, hub: Hub, dry_run: bool = False, log: Callable[[str], No
     log(f"total {_human(total)} (files already verified are not downloaded again)")
     if dry_run:
         return {}
-    done = {}
     for item, files in listings:
-        entry = manifest.get(item.remote.repo, {})
-        previous = entry.get("files", {}) if entry.get("revision") == item.revision else {}
-        known = dict(item.remote.sha256)
-        recorded, downloaded = {}, False
-        for f in files:
-            dest = item.local / f.path
-            if _intact(dest, previous.get(f.path)):
-                recorded[f.path] = previous[f.path]
-                continue
-            if dest.exists():
-                log(f"{dest}: does not match the manifest; downloading it again")
-                dest.unlink()
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            hub.download(item.remote.repo, item.remote.repo_type, item.revision, f.path, dest)
-            downloaded = True
-            digest, expected = sha256_file(dest), known.get(f.path) or f.sha256
-            if expected and digest != expected:
-                dest.unlink()
-                raise AssetError(f"{item.remote.repo}@{item.revision}/{f.path}: sha256 {digest} does not match "
-                                 f"the expected {expected}; the file was deleted, run fetch again")
-            recorded[f.path] = {"size": dest.stat().st_size, "sha256": digest}
-        built = entry.get("built", {}) if previous else {}
-        if item.remote.build and (downloaded or not built or not all(
-                Path(out).is_file() and sha256_file(Path(out)) == digest for out, digest in built.items())):
-            log(f"{item.remote.repo}: {item.remote.build.__name__}")
-            built = item.remote.build(item.local, [f.path for f in files])
-        manifest[item.remote.repo] = done[item.remote.repo] = {
-            "repo_type": item.remote.repo_type, "revision": item.revision, "dir": str(item.local),
-            "files": recorded, "built": built}
-        write_json(MANIFEST, manifest)  # after each asset: an interrupted run keeps what finished
-    return done
+        _fetch_item(item, files, hub, manifest, log)
+    return {item.remote.repo: manifest[item.remote.repo] for item, _ in listings}
+
+
+def _fetch_item(item: Item, files: list[RemoteFile], hub: Hub, manifest: dict, log: Callable[[str], None]) -> None:
+    """Fetch one asset's files and build what the pipeline reads; the manifest is written after each file, so an
+    interrupted run keeps every file that finished."""
+    repo = item.remote.repo
+    entry = manifest.get(repo, {})
+    if entry.get("revision") != item.revision:  # first fetch, or a new pin: nothing recorded counts
+        entry = {}
+    previous, known = entry.get("files", {}), dict(item.remote.sha256)
+    manifest[repo] = entry = {"repo_type": item.remote.repo_type, "revision": item.revision, "dir": str(item.local),
+                              "files": {}, "built": entry.get("built", {})}
+    for f in files:
+        dest = item.local / f.path
+        if _intact(dest, previous.get(f.path)):
+            entry["files"][f.path] = previous[f.path]
+            continue
+        if dest.exists():
+            log(f"{dest}: does not match the manifest; downloading it again")
+            dest.unlink()
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        log(f"{repo}: {f.path} ({_human(f.size)})")
+        hub.download(repo, item.remote.repo_type, item.revision, f.path, dest)
+        digest, expected = sha256_file(dest), known.get(f.path) or f.sha256
+        if expected and digest != expected:
+            dest.unlink()
+            raise AssetError(f"{repo}@{item.revision}/{f.path}: sha256 {digest} does not match the expected "
+                             f"{expected}; the file was deleted, run fetch again")
+        entry["files"][f.path] = {"size": dest.stat().st_size, "sha256": digest}
+        entry["built"] = {}  # a new input: build again
+        write_json(MANIFEST, manifest)
+    built = entry["built"]
+    if item.remote.build and not (built and all(Path(out).is_file() and sha256_file(Path(out)) == digest
+                                                for out, digest in built.items())):
+        log(f"{repo}: {item.remote.build.__name__}")
+        entry["built"] = item.remote.build(item.local, [f.path for f in files])
+    write_json(MANIFEST, manifest)
 
 
 # --- hubs -----------------------------------------------------------------------------------------------
