@@ -238,3 +238,12 @@ def test_the_prebuilt_e5_index_is_joined_and_reused_by_the_data_stage(workdir):
     session = RetrievalSession(cfg, store, remote.sha256_file(remote.WIKI18), progress=False)
     assert stale_reason(out, session.key("e5")) is None  # the data stage takes it as built
     store.close()
+
+
+def test_preflight_finds_every_fetched_asset(workdir):
+    from repro.preflight import asset_errors
+
+    cfg = load_profile("p")
+    assert len(asset_errors(cfg)) == 3  # model, FlashRAG splits, corpus: none fetched yet
+    remote.fetch(cfg, remote.LocalHub(workdir), log=lambda _: None)
+    assert asset_errors(cfg) == []
