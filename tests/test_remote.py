@@ -218,6 +218,7 @@ def test_the_prebuilt_e5_index_is_joined_and_reused_by_the_data_stage(workdir):
     hub_file(workdir, "PeterJinGo/wiki-18-e5-index", "part_aa", blob[:100], True)
     hub_file(workdir, "PeterJinGo/wiki-18-e5-index", "part_ab", blob[100:], True)
     hub_file(workdir, "intfloat/e5-base-v2", "config.json", b'{"model_type": "bert"}')
+    hub_file(workdir, "intfloat/e5-base-v2", "model.safetensors", b"weights")
     retrieval = """
     retrieval:
       topk: 3
@@ -238,6 +239,13 @@ def test_the_prebuilt_e5_index_is_joined_and_reused_by_the_data_stage(workdir):
     session = RetrievalSession(cfg, store, remote.sha256_file(remote.WIKI18), progress=False)
     assert stale_reason(out, session.key("e5")) is None  # the data stage takes it as built
     store.close()
+    assert remote.import_prebuilt_index(cfg, log=lambda _: None) == out  # a second call keeps it
+
+
+def test_a_model_without_safetensors_weights_is_refused(workdir):
+    (workdir / MODEL / "resolve" / REV / "model.safetensors").rename(workdir / MODEL / "resolve" / REV / "model.bin")
+    with pytest.raises(AssetError, match=r"org/tiny-model@0123\w+: no safetensors weights at this revision"):
+        remote.fetch(load_profile("p"), remote.LocalHub(workdir), log=lambda _: None)
 
 
 def test_preflight_finds_every_fetched_asset(workdir):

@@ -178,6 +178,10 @@ def _select(listing: dict[str, RemoteFile], patterns: tuple[str, ...], item: Ite
     missing = [p for p in patterns if not any(Path(f.path).match(p) for f in chosen) and "*" not in p]
     if missing:
         raise AssetError(f"{item.remote.repo}@{item.revision}: no file {missing} in the repo")
+    if item.remote.repo_type == "model" and item.remote.build is None and not any(
+            f.path.endswith(".safetensors") for f in chosen):
+        raise AssetError(f"{item.remote.repo}@{item.revision}: no safetensors weights at this revision; pin one "
+                         f"that has them, or give the repo a REMOTE row with bin_to_safetensors as DPR's (D116)")
     return chosen
 
 
@@ -338,7 +342,7 @@ def import_prebuilt_index(cfg: Profile, log: Callable[[str], None] = print) -> P
     import faiss
 
     from repro.data import layout
-    from repro.retrieval.cache import retriever_key
+    from repro.retrieval.cache import retriever_key, stale_reason
     from repro.retrieval.run import FAISS_FILE, encoder_refs
 
     key = f"params.yaml: profiles.{cfg.name}.fetch.prebuilt_index"
@@ -350,13 +354,15 @@ def import_prebuilt_index(cfg: Profile, log: Callable[[str], None] = print) -> P
         raise AssetError(f"{key}: the prebuilt index covers {WIKI18}, but data.corpus.source is "
                          f"{cfg.data.corpus.source}")
     corpus = read_manifest()["PeterJinGo/wiki-18-corpus"]["built"][str(WIKI18)]
+    out = layout.index_dir(cfg.name, name)
+    manifest = {"retriever": retriever_key(rcfg, *encoder_refs(rcfg, cfg.name)), "corpus": corpus}
+    if stale_reason(out, manifest) is None and (out / "imported.json").exists():
+        return out  # imported before, from the same corpus and encoder
     index = faiss.read_index(str(E5_INDEX), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
     with open(WIKI18, "rb") as f:
         passages = sum(1 for line in f if line.strip())
     if index.ntotal != passages:
         raise AssetError(f"{E5_INDEX}: {index.ntotal} vectors for {passages} passages in {WIKI18}")
-    out = layout.index_dir(cfg.name, name)
-    manifest = {"retriever": retriever_key(rcfg, *encoder_refs(rcfg, cfg.name)), "corpus": corpus}
     shutil.rmtree(out, ignore_errors=True)
     with atomic_dir(out) as tmp:
         try:
