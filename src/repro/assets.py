@@ -288,7 +288,11 @@ def main(argv: list[str] | None = None) -> None:
             from repro import remote
 
             cfg = load_profile(args.profile)
-            remote.fetch(cfg, remote.LocalHub(args.source) if args.source else remote.HfHub(), args.dry_run)
+            if not remote.plan(cfg):
+                print(f"profile {cfg.name} names no external asset (embedded ones: `materialize`)")
+                return
+            hub = remote.LocalHub(args.source) if args.source else remote.HfHub(cfg.name)
+            remote.fetch(cfg, hub, args.dry_run)
             if not args.dry_run:
                 remote.import_prebuilt_index(cfg)
             return
@@ -299,4 +303,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from repro.assets import main as package_main  # raises repro.assets.AssetError, not a __main__ copy of it
+
+    package_main()

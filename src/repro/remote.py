@@ -270,10 +270,10 @@ class HfHub:
     """The Hugging Face hub through huggingface_hub: listings with LFS digests, `hf_hub_download` at a commit
     into `data/external/hub/<repo>` (it resumes an interrupted file from its `.incomplete` copy)."""
 
-    def __init__(self):
+    def __init__(self, profile: str = "P"):
         if offline():
-            raise AssetError("HF_HUB_OFFLINE=1 (the Makefile's default) forbids downloads; run "
-                             "`HF_HUB_OFFLINE=0 python -m repro.assets fetch --profile P` (or --from DIR)")
+            raise AssetError(f"HF_HUB_OFFLINE=1 (the Makefile's default) forbids downloads; run "
+                             f"`HF_HUB_OFFLINE=0 python -m repro.assets fetch --profile {profile}` (or --from DIR)")
         from huggingface_hub import HfApi
 
         self.api = HfApi()
