@@ -353,7 +353,12 @@ def import_prebuilt_index(cfg: Profile, log: Callable[[str], None] = print) -> P
     if Path(cfg.data.corpus.source) != WIKI18:
         raise AssetError(f"{key}: the prebuilt index covers {WIKI18}, but data.corpus.source is "
                          f"{cfg.data.corpus.source}")
-    corpus = read_manifest()["PeterJinGo/wiki-18-corpus"]["built"][str(WIKI18)]
+    fetched = read_manifest()
+    if not WIKI18.exists() or "PeterJinGo/wiki-18-e5-index" not in fetched:
+        raise AssetError(f"{key}: fetch {WIKI18} and the e5 index first (`python -m repro.assets fetch "
+                         f"--profile {cfg.name}`)")
+    # the data stage keys its index on the corpus file's sha256 (repro.data.corpus.file_fingerprint)
+    corpus = fetched.get("PeterJinGo/wiki-18-corpus", {}).get("built", {}).get(str(WIKI18)) or sha256_file(WIKI18)
     out = layout.index_dir(cfg.name, name)
     manifest = {"retriever": retriever_key(rcfg, *encoder_refs(rcfg, cfg.name)), "corpus": corpus}
     if stale_reason(out, manifest) is None and (out / "imported.json").exists():
@@ -371,6 +376,6 @@ def import_prebuilt_index(cfg: Profile, log: Callable[[str], None] = print) -> P
             shutil.copyfile(E5_INDEX, tmp / FAISS_FILE)
         write_json(tmp / "manifest.json", manifest)
         write_json(tmp / "imported.json", {"from": str(E5_INDEX), "repo": "PeterJinGo/wiki-18-e5-index",
-                                           "revision": read_manifest()["PeterJinGo/wiki-18-e5-index"]["revision"]})
+                                           "revision": fetched["PeterJinGo/wiki-18-e5-index"]["revision"]})
     log(f"{out}: Search-R1's e5 Flat index ({index.ntotal} vectors) for retriever '{name}'")
     return out
