@@ -164,3 +164,14 @@ def test_placeholders_fail_preflight_and_light_stages_are_not_checked():
     with pytest.raises(preflight.PreflightError, match=r"fetch\.revisions\.[\w/.-]+: 'PIN-ME' is a placeholder"):
         preflight.require(cfg, "main_comparison")
     assert preflight.require(cfg, "length_rewards") is None  # reads only the rewards section: runs anywhere
+
+
+def test_a_notebook_stage_stops_before_its_notebook_runs_when_preflight_fails(monkeypatch):
+    from repro import notebooks
+
+    ran = []
+    monkeypatch.setattr(notebooks, "run_notebook", lambda *args, **kwargs: ran.append(args))
+    with pytest.raises(SystemExit, match=r"^error: profile paper-1p5b cannot run main_comparison here:\n"):
+        notebooks.main(["main_comparison", "--profile", "paper-1p5b"])
+    notebooks.main(["main_comparison", "--profile", "ci"])  # CPU profile, embedded assets: nothing to stop
+    assert ran == [("main_comparison", "ci", {})]
