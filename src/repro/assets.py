@@ -282,6 +282,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.command == "list":
         for asset in EMBEDDED.values():
             print(f"{EMBEDDED_PREFIX}{asset.name:24s} {asset.description}")
+        from repro.remote import REMOTE
+
+        for row in REMOTE.values():  # fetched for the paper profiles (any other hub model: its safetensors)
+            print(f"{row.repo_type}:{row.repo:52s} {row.description}")
         return
     try:
         if args.command == "fetch":

@@ -84,11 +84,10 @@ def bin_to_safetensors(local: Path, files: list[str]) -> dict[str, str]:
     from safetensors.torch import save_file
 
     out = local / "model.safetensors"
-    if not out.exists():
-        state = torch.load(local / "pytorch_model.bin", map_location="cpu", weights_only=True)
-        tensors = {k: v.contiguous().clone() for k, v in state.items()}  # no shared storage in safetensors
-        with atomic_path(out) as tmp:
-            save_file(tensors, str(tmp), metadata={"format": "pt"})
+    state = torch.load(local / "pytorch_model.bin", map_location="cpu", weights_only=True)
+    tensors = {k: v.contiguous().clone() for k, v in state.items()}  # no shared storage in safetensors
+    with atomic_path(out) as tmp:
+        save_file(tensors, str(tmp), metadata={"format": "pt"})
     return {str(out): sha256_file(out)}
 
 
