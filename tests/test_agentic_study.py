@@ -109,7 +109,7 @@ def test_table6_layout_lists_average_searches():
 
 def test_extractor_defaults_and_labels():
     assert extractor_ref(load_profile("tiny")) == "embedded:smollm2-135m-instruct"
-    assert extractor_ref(load_profile("paper-1.5b")) == "HIT-TMG/EviOmni-nq_train-7B"  # the paper's 7B extractor
+    assert extractor_ref(load_profile("paper-1p5b")) == "HIT-TMG/EviOmni-nq_train-7B"  # the paper's 7B extractor
     assert model_label("PeterJinGo/SearchR1-nq_hotpotqa_train-qwen2.5-7b-it-em-grpo-v0.3") == \
         "SearchR1-nq_hotpotqa_train-qwen2.5-7b-it-em-grpo-v0.3"
     assert model_label("data/tiny/train/eviomni/extractor/") == "extractor"

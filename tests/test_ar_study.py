@@ -265,7 +265,7 @@ def test_variant_extraction_prefills_the_first_tag(tiny_llama_dir, variant, pref
 
 
 def test_scaffold_needs_a_local_backend():
-    cfg = load_profile("paper-1.5b").ar_study.teacher
+    cfg = load_profile("paper-1p5b").ar_study.teacher
     with pytest.raises(ConfigError, match="scaffold"):
         dataclasses.replace(cfg, scaffold=[8, 8, 8])
     with pytest.raises(ConfigError, match="scaffold"):

@@ -6,7 +6,7 @@ import pytest
 
 from repro.config import ConfigError, Profile, load_profile, profile_names
 
-PAPER_PROFILES = ["paper-1.5b", "paper-7b"]
+PAPER_PROFILES = ["paper-1p5b", "paper-7b"]
 
 
 @pytest.mark.parametrize("name", profile_names())
@@ -20,7 +20,7 @@ def test_profiles_of_the_design_exist_and_tiny_is_default():
     assert load_profile().name == "tiny"
 
 
-@pytest.mark.parametrize("name,size", [("paper-1.5b", "1.5B"), ("paper-7b", "7B")])
+@pytest.mark.parametrize("name,size", [("paper-1p5b", "1.5B"), ("paper-7b", "7B")])
 def test_paper_profiles_name_the_papers_models(name, size):
     models = load_profile(name).models
     assert models.extractor == models.generator == f"Qwen/Qwen2.5-{size}-Instruct"

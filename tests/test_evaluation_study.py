@@ -26,7 +26,7 @@ def test_every_configurable_method_is_registered():
     assert set(METHODS) == set(typing.get_args(EvaluationMethod))
     assert {m.key for m in METHODS.values() if m.group == "VAR"} == {
         "selective_context", "llmlingua2", "llmlingua2_standin", "recomp", "filco", "seer"}
-    for name in ("ci", "tiny", "paper-1.5b", "paper-7b"):
+    for name in ("ci", "tiny", "paper-1p5b", "paper-7b"):
         cfg = load_profile(name)
         assert set(cfg.evaluation.methods) <= set(METHODS) and set(cfg.latency.methods) <= set(METHODS)
         assert set(cfg.distractor.methods) | set(cfg.noise_robustness.methods) <= set(METHODS)
@@ -49,7 +49,7 @@ def test_llmlingua2_without_a_real_checkpoint_points_to_the_standin():
 
 
 def test_prompted_methods_name_their_model():
-    cfg = load_profile("paper-1.5b")
+    cfg = load_profile("paper-1p5b")
     assert extractor_model("cot", cfg) == extractor_model("prompted_extractor", cfg) == "Qwen/Qwen2.5-1.5B-Instruct"
     assert extractor_model("eviomni_released", cfg) == "HIT-TMG/EviOmni-nq_train-1.5B"
     without = dataclasses.replace(cfg, models=dataclasses.replace(cfg.models, released_extractor=None))

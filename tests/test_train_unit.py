@@ -118,7 +118,7 @@ def test_train_log_rows_and_resume_truncation(tmp_path):
 
 
 def test_profiles_carry_the_papers_grpo_settings_and_a_resumable_checkpoint_policy():
-    for name in ("paper-1.5b", "paper-7b"):
+    for name in ("paper-1p5b", "paper-7b"):
         train = load_profile(name).train
         assert (train.learning_rate, train.beta, train.epsilon, train.epochs) == (1e-6, 0.01, 0.2, 1.0)
     assert all(load_profile(name).train is not None for name in profile_names())

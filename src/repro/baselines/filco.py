@@ -39,6 +39,7 @@ from repro.evaluation.records import fingerprint
 from repro.evaluation.study import sample_rows
 from repro.io import write_jsonl
 from repro.metrics import f1
+from repro.preflight import require
 from repro.prompts import chat_messages, format_passages, passage_title_and_text
 from repro.retrieval.cache import model_fingerprint
 from repro.retrieval.quality import read_contexts
@@ -166,7 +167,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="FilCo: silver contexts and LoRA SFT of the context filter.")
     parser.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
     args = parser.parse_args(argv)
-    print(train_filco(load_profile(args.profile)))
+    cfg = load_profile(args.profile)
+    require(cfg, "filco")
+    print(train_filco(cfg))
 
 
 if __name__ == "__main__":

@@ -52,6 +52,7 @@ from repro.generation.prompting import encode
 from repro.generation.transformers_backend import TransformersGenerator
 from repro.io import write_json, write_jsonl
 from repro.metrics import normalize_answer
+from repro.preflight import require
 from repro.prompts import chat_messages
 from repro.retrieval.cache import model_fingerprint
 from repro.retrieval.encoders import TextEncoder
@@ -353,7 +354,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="SEER: sample, assess and DPO-align the evidence extractor.")
     parser.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
     args = parser.parse_args(argv)
-    print(train_seer(load_profile(args.profile)))
+    cfg = load_profile(args.profile)
+    require(cfg, "seer")
+    print(train_seer(cfg))
 
 
 if __name__ == "__main__":

@@ -47,6 +47,7 @@ from repro.evaluation.refiners import passages_document
 from repro.evaluation.runner import answer_in_passages
 from repro.evaluation.study import sample_rows
 from repro.io import atomic_dir, write_json, write_jsonl
+from repro.preflight import require
 from repro.retrieval.cache import model_fingerprint
 from repro.retrieval.quality import read_contexts
 from repro.train.fused_head import compact_fused_lm_head_on_cpu
@@ -173,7 +174,9 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="LoRA SFT of the QA generator (App. A.2).")
     parser.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
     args = parser.parse_args(argv)
-    print(train_qa_generator(load_profile(args.profile)))
+    cfg = load_profile(args.profile)
+    require(cfg, "qa_generator")
+    print(train_qa_generator(cfg))
 
 
 if __name__ == "__main__":
