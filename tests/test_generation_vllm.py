@@ -109,7 +109,7 @@ PROMPTS = [
 
 def paper_engine_options():
     """Every vLLM options dict the paper profiles pass to make_generator, by key path."""
-    for name in ("paper-1.5b", "paper-7b"):
+    for name in ("paper-1p5b", "paper-7b"):
         cfg = load_profile(name)
         yield f"{name}.agentic.agent_options", cfg.agentic.agent_options
         yield f"{name}.agentic.extractor_options", cfg.agentic.extractor_options
