@@ -429,7 +429,8 @@ def design_reward(design: str, response: str, golden_answers: str | Sequence[str
     if design not in REWARD_DESIGNS:
         raise ValueError(f"unknown reward design {design!r}; known: {sorted(REWARD_DESIGNS)}")
     row = REWARD_DESIGNS[design]
-    missing = [k for k in row.requires if inputs.get(k) is None and k not in ("o_r", "o_e")]  # None: not in subset
+    # o_r / o_e are None outside the answer subset, the tokenizer when lengths are counted in words
+    missing = [k for k in row.requires if k not in inputs or inputs[k] is None and k not in ("o_r", "o_e", "tokenizer")]
     if missing:
         raise ValueError(f"reward design {design!r} needs the inputs {missing}")
     return row.score(response, golden_answers, cfg, **{k: inputs[k] for k in row.requires})
