@@ -210,7 +210,8 @@ def test_kl_estimate_hand_values():
         kl_estimate(logp, ref, "k9")
 
 
-def _stub_trainer(estimator: str, monkeypatch, logp: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor, beta: float):
+def _stub_trainer(estimator: str, monkeypatch, logp: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor, beta: float,
+                  bias_correction: bool = False):
     """An EviOmniTrainer without a model whose parent loss is TRL's KL term alone (zero policy term)."""
     from types import SimpleNamespace
 
@@ -219,10 +220,12 @@ def _stub_trainer(estimator: str, monkeypatch, logp: torch.Tensor, ref: torch.Te
     def parent_logps(self, *args, **kwargs):
         return logp, None, None
 
-    def parent_loss(self, model, inputs):  # TRL 1.16.0: β·k3 per token, grpo aggregation, no policy term here
+    def parent_loss(self, model, inputs):  # TRL 1.16.0: β·k3·coef_1 per token, grpo aggregation, no policy term
         per_token_logps, _, _ = self._get_per_token_logps_and_entropies(model, None, None, None)
-        return aggregate_like_trl(self.beta * kl_estimate(per_token_logps, inputs["ref_per_token_logps"], "k3"),
-                                  inputs["completion_mask"], "grpo")
+        kl = kl_estimate(per_token_logps, inputs["ref_per_token_logps"], "k3")
+        if bias_correction:
+            kl = kl * torch.exp(per_token_logps - per_token_logps.detach())
+        return aggregate_like_trl(self.beta * kl, inputs["completion_mask"], "grpo")
 
     monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", parent_logps)
     monkeypatch.setattr(GRPOTrainer, "_compute_loss", parent_loss)
@@ -230,6 +233,8 @@ def _stub_trainer(estimator: str, monkeypatch, logp: torch.Tensor, ref: torch.Te
     trainer.kl_estimator, trainer.beta, trainer.loss_type, trainer._captured_logps = estimator, beta, "grpo", None
     trainer.model, trainer.current_gradient_accumulation_steps = SimpleNamespace(training=True), 1
     trainer.max_completion_length, trainer._metrics = 2, {"train": collections.defaultdict(list)}
+    trainer.args = SimpleNamespace(use_bias_correction_kl=bias_correction)
+    trainer.importance_sampling_level = "token"
     inputs = {"ref_per_token_logps": ref, "completion_mask": mask}
     return trainer, inputs
 
@@ -255,3 +260,14 @@ def test_k2_estimator_replaces_k3_in_the_loss_by_hand(monkeypatch):
 def test_kl_estimator_is_a_train_config_key_defaulting_to_trls_k3():
     assert TrainConfig(dataset="nq").kl_estimator == "k3"
     assert set(typing.get_args(typing.get_type_hints(TrainConfig)["kl_estimator"])) == set(KL_ESTIMATORS)
+
+
+def test_k2_estimator_keeps_trls_importance_ratio_on_the_kl_term(monkeypatch):
+    logp = torch.log(torch.tensor([[0.5, 0.25]])).requires_grad_()
+    ref = torch.log(torch.tensor([[0.25, 0.25]]))
+    trainer, inputs = _stub_trainer("k2", monkeypatch, logp, ref, torch.ones(1, 2), beta=0.1, bias_correction=True)
+    loss = trainer._compute_loss(None, inputs)
+    d = math.log(2.0)
+    assert loss.item() == pytest.approx(0.1 * (0.5 * d**2) / 2)  # coef_1 = 1 on-policy: same value
+    loss.backward()  # but ∂(k2·coef_1)/∂logp = k2' + k2 on-policy: β·(d + ½d²)/2
+    assert logp.grad[0, 0].item() == pytest.approx(0.1 * (d + 0.5 * d**2) / 2)

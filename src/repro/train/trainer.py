@@ -11,8 +11,9 @@
    split across processes or gradient-accumulation steps is normalised as one group.
 
 3. Only when `train.kl_estimator` is not TRL's k3 (ARENA's k2, D130): `_compute_loss` adds
-   β·aggregate(k2 − k3) to TRL's loss, with the per-token log-probabilities TRL computed for that loss and
-   TRL's aggregation for the loss type, so the loss holds β·k2 instead of β·k3 and nothing else changes.
+   β·aggregate((k2 − k3)·coef_1) to TRL's loss, with the per-token log-probabilities TRL computed for that loss,
+   TRL's importance-ratio correction of the KL term (`use_bias_correction_kl`, on by default) and TRL's
+   aggregation for the loss type, so the loss holds β·k2 where it held β·k3 and nothing else changes.
 
 Everything else is TRL: sampling of the rollouts, the clipped surrogate with β·KL (k3) to the reference
 model, the loss over the completion tokens only, checkpointing and distributed training.
@@ -90,9 +91,8 @@ class EviOmniTrainer(GRPOTrainer):
             raise ValueError(f"train.kl_estimator: unknown estimator {kl_estimator!r}; known: {list(KL_ESTIMATORS)}")
         compact_fused_lm_head_on_cpu()
         super().__init__(*args, **kwargs)
-        if kl_estimator != "k3" and (self.loss_type not in KL_LOSS_TYPES or self.args.use_bias_correction_kl):
-            raise ValueError(f"train.kl_estimator={kl_estimator!r} supports loss types {list(KL_LOSS_TYPES)} "
-                             "without use_bias_correction_kl")
+        if kl_estimator != "k3" and self.loss_type not in KL_LOSS_TYPES:
+            raise ValueError(f"train.kl_estimator={kl_estimator!r} supports the loss types {list(KL_LOSS_TYPES)}")
         self.kl_estimator = kl_estimator
         self._captured_logps: list[torch.Tensor] | None = None
         if len(self.reward_funcs) != 1 or not isinstance(self.reward_funcs[0], EviOmniReward):
@@ -197,6 +197,8 @@ class EviOmniTrainer(GRPOTrainer):
             if train:
                 normalizer = normalizer * self.current_gradient_accumulation_steps / self.args.steps_per_generation
         correction = kl_estimate(logp, ref_logp, self.kl_estimator) - kl_estimate(logp, ref_logp, "k3")
+        if self.args.use_bias_correction_kl:  # TRL's default: the KL term times the importance ratio coef_1
+            correction = correction * torch.exp(self._log_importance_weights(logp, inputs, mask))
         loss = loss + self.beta * aggregate_like_trl(correction, mask, self.loss_type, accumulation=accumulation,
                                                      max_completion_length=self.max_completion_length,
                                                      dapo_normalizer=normalizer)
@@ -205,6 +207,14 @@ class EviOmniTrainer(GRPOTrainer):
         self._metrics[mode][f"eviomni/kl_{self.kl_estimator}"].append(
             ((kl * mask).sum() / mask.sum().clamp(min=1.0)).item())  # this process's tokens (TRL's `kl` stays k3)
         return loss
+
+    def _log_importance_weights(self, logp: torch.Tensor, inputs: dict, mask: torch.Tensor) -> torch.Tensor:
+        """log coef_1 of TRL's _compute_loss: log π_θ − log π_old per token, or its masked mean per sequence."""
+        old = inputs.get("old_per_token_logps")
+        log_ratio = logp - (logp.detach() if old is None else old)
+        if self.importance_sampling_level == "sequence":
+            return ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
+        return log_ratio
 
     # -- dev evaluation (model selection) -----------------------------------------------------------------
     def score_greedy(self, rows: Sequence[dict]) -> list[RolloutScore]:
