@@ -37,3 +37,17 @@ def test_standin_is_an_embedded_asset_of_the_cpu_profiles():
 
     assert "nli-untrained-minilm" in assets.referenced_assets(load_profile("ci"))
     assert "NOT an NLI model" in assets.EMBEDDED["nli-untrained-minilm"].description
+
+
+def test_training_loads_the_nli_model_only_for_designs_that_need_it(standin):
+    import dataclasses
+
+    from repro.config import load_profile
+    from repro.train.run import nli_scorer
+
+    cfg = load_profile("ci")
+    assert cfg.rewards.design == "eviomni" and nli_scorer(cfg, cfg.rewards) is None
+    evinote = dataclasses.replace(cfg.rewards, design="evinote", nli_model=str(standin))
+    assert isinstance(nli_scorer(cfg, evinote), NLIScorer)
+    with pytest.raises(ValueError, match=r"profiles\.ci\.rewards\.nli_model must name an NLI model"):
+        nli_scorer(cfg, dataclasses.replace(evinote, nli_model=None))

@@ -1,5 +1,5 @@
-"""R^final of Eq. 5 as a TRL reward function, and the per-rollout scores the training log and the dev
-evaluation report.
+"""R^final of Eq. 5 (or the design `rewards.design` of repro.rewards.REWARD_DESIGNS, D125) as a TRL reward
+function, and the per-rollout scores the training log and the dev evaluation report.
 
 The reward is a pure function of the rollout and the answers o_r, o_e that `EviOmniTrainer` generated
 for it (dataset columns `o_r`, `o_e`; None when the answer subset does not use them). Every term comes from
