@@ -4,12 +4,18 @@ from pathlib import Path
 import pytest
 
 from repro.prompts import (
+    ARENA_JUDGE_TEMPLATE,
+    ARENA_TEMPLATE,
     CLOSED_BOOK_QA_TEMPLATE,
     COT_TEMPLATE,
+    EVAL_RAR_TEMPLATE,
     EVIDENCE_EXTRACTION_TEMPLATE,
     RAG_QA_TEMPLATE,
+    arena_judge_prompt,
+    arena_prompt,
     chat_messages,
     closed_book_qa_prompt,
+    eval_rar_prompt,
     evidence_extraction_prompt,
     format_passages,
     rag_qa_prompt,
@@ -91,3 +97,62 @@ def test_chat_messages_and_missing_template():
 
     with pytest.raises(ValueError, match="no chat template"):
         render_chat(NoTemplate(), chat_messages("hi"))
+
+
+# Neighbours' prompts (Eval-RAR App. A.1, ARENA Tables 1 and 8) against data/paper/text/ ------------------------
+
+PAPER_TEXT = Path(__file__).resolve().parents[1] / "data" / "paper" / "text"
+SEEDS = Path(__file__).resolve().parents[2] / "shared" / "seeds"
+NEIGHBOUR_PROMPTS = {  # (excerpt file, section, title lines to skip, seed marks **bold**) -> template
+    ("eval_rar.md", "A.1", 1, True): EVAL_RAR_TEMPLATE,
+    ("arena.md", "Table 1", 0, False): ARENA_TEMPLATE,
+    ("arena.md", "Table 8", 0, False): ARENA_JUDGE_TEMPLATE,  # its rows of * are prompt text
+}
+
+
+def _excerpt_sections(name: str) -> dict[str, list[str]]:
+    """The raw lines under each `## section` heading of an excerpt file (provenance header left out)."""
+    body = (PAPER_TEXT / name).read_text(encoding="utf-8").split("-->", 1)[1]
+    sections = {}
+    for block in body.split("\n## ")[1:]:
+        heading, _, text = block.partition("\n")
+        sections[heading.strip()] = [line for line in text.splitlines() if line.strip()]
+    return sections
+
+
+def _seed_prompt_lines(lines: list[str], bold: bool) -> list[str]:
+    """Seed layout removed (D131): ARENA's table borders " |", `code` and **bold** marks; ’ -> ' (D2)."""
+    cleaned = [line.rstrip().removesuffix(" |").replace("’", "'") for line in lines]
+    cleaned = [line.replace("**", "") for line in cleaned] if bold else cleaned
+    return [re.sub(r"`([^`]*)`", r"\1", line) for line in cleaned]
+
+
+@pytest.mark.parametrize(("source", "template"), NEIGHBOUR_PROMPTS.items(), ids=lambda v: str(v)[:30])
+def test_neighbour_templates_match_the_seed_excerpts_line_by_line(source, template):
+    name, section, skip, bold = source
+    expected = _seed_prompt_lines(_excerpt_sections(name)[section][skip:], bold)
+    assert template.splitlines() == expected
+
+
+@pytest.mark.parametrize("name", ["eval_rar.md", "arena.md"])
+def test_seed_excerpts_state_their_provenance_and_are_verbatim_when_the_seed_is_beside(name):
+    header = (PAPER_TEXT / name).read_text(encoding="utf-8").split("-->", 1)[0]
+    seed_name = re.search(r"seed (\d{3}_[0-9a-f]{16}\.txt)", header).group(1)
+    digest = re.search(r"sha256 of the seed file: ([0-9a-f]{64})", header).group(1)
+    seed = SEEDS / seed_name
+    if not seed.exists():
+        pytest.skip("the seeds (shared/seeds) are not beside the repository")
+    import hashlib
+
+    assert hashlib.sha256(seed.read_bytes()).hexdigest() == digest
+    seed_lines = set(seed.read_text(encoding="utf-8").splitlines())
+    for lines in _excerpt_sections(name).values():
+        assert set(lines) <= seed_lines
+
+
+def test_neighbour_prompt_builders_fill_their_slots():
+    assert eval_rar_prompt(" who wrote hamlet? ").endswith("</answer>. Question: who wrote hamlet?")
+    prompt = arena_prompt("who?", format_passages(["A.", "B."]))
+    assert prompt.endswith("<question>who?</question>\n<references>Passage 1: A.\nPassage 2: B.</references>")
+    judge = arena_judge_prompt(["Paris", "paris, france"], "Paris")
+    assert "is:*************\n['Paris', 'paris, france']\n*************Here is the model's response:" in judge

@@ -1,17 +1,30 @@
 import math
+import typing
 
 import numpy as np
 import pytest
 
 from repro.config import RewardsConfig
 from repro.rewards import (
+    REWARD_DESIGNS,
     AnswerRewards,
     answer_rewards,
+    arena_format_reward,
+    arena_reward,
     clipped_group_advantages,
+    design_reward,
+    eqr_hypothesis,
+    eval_rar_reward,
+    evaluation_reward,
     evidence_length_reward,
+    evidence_quality_reward,
+    evinote_reward,
     final_reward,
     format_reward,
+    notes_marked,
     rationale_length_reward,
+    relevance_ids,
+    relevance_reward,
     score_response,
 )
 
@@ -216,3 +229,173 @@ def test_score_response_keeps_answer_and_length_rewards_of_malformed_responses()
     assert result.format == 0.0 and result.answer.rationale == 1.0 and result.L_e == 1
     with pytest.raises(ValueError, match="needs a tokenizer"):
         score_response(GOOD, ("a", "b", "c"), "a", 10, RewardsConfig(length_unit="tokens"))
+
+
+# Neighbours' reward designs (seeds 002-004) -----------------------------------------------------------------
+
+def _response(evidence: str, answer: str | None = "Paris", relevance: str | None = None) -> str:
+    head = f"<relevance>{relevance}</relevance>" if relevance is not None else ""
+    tail = f"<answer>{answer}</answer>" if answer is not None else ""
+    return f"{head}<reason>Passage 2 names the capital.</reason><extract>{evidence}</extract>{tail}"
+
+
+class FakeNLI:
+    """P(entailment) from a table keyed by the hypothesis's gold answer (default 0); records every call."""
+
+    def __init__(self, by_gold: dict[str, float]):
+        self.by_gold, self.calls = by_gold, []
+
+    def __call__(self, premises, hypotheses):
+        self.calls.append((list(premises), list(hypotheses)))
+        return [next((p for g, p in self.by_gold.items() if h.startswith(f"{g} is the answer")), 0.0)
+                for h in hypotheses]
+
+
+# EviNote-RAG (seed 002) ----------------------------------------------------------------------------------------
+
+def test_eqr_hypothesis_is_the_released_codes_claim_with_one_question_mark():
+    expected = 'Jupiter is the answer to the question:"What is the largest planet in the solar system?"'
+    assert eqr_hypothesis("Jupiter", "What is the largest planet in the solar system?") == expected
+    assert eqr_hypothesis(" Jupiter ", "largest planet ") == 'Jupiter is the answer to the question:"largest planet?"'
+
+
+def test_evidence_quality_reward_scores_evidence_against_each_claim():
+    nli = FakeNLI({"Paris": 0.2, "City of Light": 0.9})
+    assert evidence_quality_reward(" Paris is the capital. ", "capital of France?", ["Paris", "City of Light"],
+                                   nli) == 0.9  # max over aliases
+    assert nli.calls[0] == (["Paris is the capital."] * 2, ['Paris is the answer to the question:"capital of France?"',
+                                                           'City of Light is the answer to the question:"capital of France?"'])
+    assert evidence_quality_reward("e", "q", ["Paris", "City of Light"], nli, aliases="first") == 0.2
+
+
+def test_evidence_quality_reward_blanks_long_notes_like_the_released_code():
+    nli = FakeNLI({"Paris": 0.4})
+    evidence_quality_reward("x" * 513, "q", ["Paris"], nli, max_chars=512)
+    evidence_quality_reward("x" * 512, "q", ["Paris"], nli, max_chars=512)
+    assert nli.calls[0][0] == [""] and nli.calls[1][0] == ["x" * 512]
+
+
+def test_evidence_quality_reward_rejects_a_scorer_that_is_not_a_probability():
+    with pytest.raises(ValueError, match="probability"):
+        evidence_quality_reward("e", "q", ["Paris"], lambda p, h: [1.5])
+
+
+@pytest.mark.parametrize(("evidence", "marked"), [
+    ("* Paris is the capital.", True), ("Facts:\n - maybe 1889", True), ("– uncertain date", True),
+    ("The tower was built 1887-1889.", False), ("a * b", False), ("*", False), ("", False)])
+def test_notes_marked_needs_a_line_opening_with_a_star_or_dash_marker(evidence, marked):
+    assert notes_marked(evidence) is marked
+
+
+@pytest.mark.parametrize(("response", "expected"), [
+    (_response("* Paris is the capital."), 1.0 + 0.7),  # format ✓ answer ✓: 1 + EQR
+    (_response("Paris is the capital."), 1.0 + 0.7),  # answer ✓ needs no markers (Eq. 5's first case)
+    (_response("* Paris is the capital.", answer="Lyon"), 0.1 + 0.7),  # answer ✗, notes ✓: 0.1 + EQR
+    (_response("Paris is the capital.", answer="Lyon"), 0.0),  # answer ✗, notes ✗
+    (_response("* Paris is the capital.", answer=None), 0.0),  # format ✗
+])
+def test_evinote_reward_paper_reading_hand_values(response, expected):
+    assert evinote_reward(response, ["Paris"], "capital of France", FakeNLI({"Paris": 0.7})) == pytest.approx(expected)
+
+
+def test_evinote_reward_paper_reading_scores_no_eqr_when_the_gate_is_closed():
+    nli = FakeNLI({"Paris": 0.7})
+    evinote_reward(_response("no notes", answer="Lyon"), ["Paris"], "q", nli)
+    assert nli.calls == []
+
+
+@pytest.mark.parametrize(("response", "expected"), [
+    (_response("Paris is the capital.", answer="Lyon"), 0.0 + 0.3),  # EQR added unconditionally
+    (_response("- perhaps Paris", answer=None), 0.1 + 0.3),  # no format check in the released code
+    (_response("Paris", answer="Paris") + " trailing text", 1.0 + 0.3),
+])
+def test_evinote_reward_code_reading_hand_values(response, expected):
+    nli = FakeNLI({"Paris": 0.3, "City of Light": 0.9})  # the first alias only: 0.3, not 0.9
+    assert evinote_reward(response, ["Paris", "City of Light"], "q", nli, reading="code") == pytest.approx(expected)
+
+
+# Eval-RAR (seed 003) -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("response", "gold", "expected"), [
+    (_response("Lyon is large.", answer="Paris"), ["Paris"], 1.0),  # R_ans = EM = 1
+    (_response("Paris is the capital.", answer="Lyon"), ["Paris"], 0.1),  # EM = 0, gold ⊆ evidence: r_eval
+    (_response("Lyon is large.", answer="Lyon"), ["Paris"], 0.0),
+    (_response("THE EIFFEL TOWER, built 1889", answer="x"), ["the Eiffel Tower"], 0.1),  # SQuAD-normalised
+    (_response("built in 18890", answer="x"), ["1889"], 0.1),  # plain substring, as Eq. 4's a ⊆ y_eval
+    (_response("Paris is the capital.", answer=None), ["Paris"], 0.1),  # no answer still earns r_eval (#47)
+])
+def test_eval_rar_reward_hand_values(response, gold, expected):
+    assert eval_rar_reward(response, gold) == pytest.approx(expected)
+
+
+def test_evaluation_reward_is_r_eval_times_answer_recall():
+    assert evaluation_reward("Paris, France", ["Lyon", "paris"]) == pytest.approx(0.1)
+    assert evaluation_reward("Paris, France", ["Lyon"], r_eval=0.5) == 0.0
+
+
+# ARENA (seed 004) ----------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("response", "ids"), [
+    (_response("e", relevance="[3, 1, 3]"), [1, 3]), (_response("e", relevance="[]"), []),
+    (_response("e", relevance="1,3"), None), (_response("e", relevance="[true]"), None),
+    (_response("e", relevance='["1"]'), None), (_response("e"), None),
+    ("<reason>r</reason><relevance>[1]</relevance>", None),  # not before <reason>
+])
+def test_relevance_ids_parse_a_leading_json_list(response, ids):
+    assert relevance_ids(response) == ids
+
+
+@pytest.mark.parametrize(("predicted", "gold", "expected"), [
+    ([1, 3], [3, 1], 1.0), ([1], [1, 3], 0.5), ([1, 2, 3], [1, 3], 0.5),  # a superset is only a partial match
+    ([2], [1, 3], 0.0), (None, [1], 0.0), ([], [], 1.0), ([1], [], 0.0)])
+def test_relevance_reward_hand_values(predicted, gold, expected):
+    assert relevance_reward(predicted, gold) == expected
+
+
+@pytest.mark.parametrize(("response", "accuracy", "expected"), [
+    (_response("e", relevance="[2]"), "em", 1 + 1 + 1 + 10),  # all three are 1: bonus 10
+    (_response("e", answer="Lyon", relevance="[2]"), "em", 1 + 0 + 1),
+    (_response("e", relevance="[2, 4]"), "em", 1 + 1 + 0.5),
+    (_response("e", relevance="[4]"), "em", 1 + 1 + 0),
+    ("<reason>r</reason><relevance>[2]</relevance><extract>e</extract><answer>Paris</answer>", "em", 0 + 1 + 0),
+    (_response("e", answer="Paris France", relevance="[2]"), "f1", 1 + 2 / 3 + 1),  # F1 = 2·(½·1)/(½+1)
+    (_response("e", relevance="[2]"), "f1", 1 + 1 + 1 + 10),
+])
+def test_arena_reward_hand_values(response, accuracy, expected):
+    assert arena_reward(response, ["Paris"], [2], accuracy) == pytest.approx(expected)
+
+
+def test_arena_format_needs_relevance_first_then_the_eviomni_format():
+    assert arena_format_reward(_response("e", relevance="[2]")) == 1.0
+    assert arena_format_reward(_response("e", relevance="[2]", answer=None)) == 0.0
+    assert arena_format_reward(_response("e")) == 0.0
+
+
+# REWARD_DESIGNS ------------------------------------------------------------------------------------------------
+
+def test_reward_designs_table_matches_the_config_key():
+    allowed = typing.get_args(typing.get_type_hints(RewardsConfig)["design"])
+    assert set(REWARD_DESIGNS) == set(allowed) and RewardsConfig().design == "eviomni"
+    assert all(d.source for d in REWARD_DESIGNS.values())
+    assert [n for n, d in REWARD_DESIGNS.items() if d.masked_answers] == ["eviomni", "eviomni_eqr"]
+
+
+def test_design_reward_dispatches_to_each_design_with_the_inputs_it_needs():
+    cfg = RewardsConfig(length_unit="words")
+    response = _response("* Paris is the capital.", answer="Lyon", relevance=None)
+    nli = FakeNLI({"Paris": 0.5})
+    inputs = {"question": "capital?", "nli": nli, "gold_passages": [2], "o_r": "Paris", "o_e": "Lyon",
+              "passages_length": 40, "tokenizer": None}
+    assert design_reward("evinote", response, ["Paris"], cfg, **inputs) == pytest.approx(0.1 + 0.5)
+    assert design_reward("eval_rar", response, ["Paris"], cfg, **inputs) == pytest.approx(0.1)
+    assert design_reward("arena", response, ["Paris"], cfg, **inputs) == 0.0  # no relevance, wrong answer
+    eviomni = design_reward("eviomni", response, ["Paris"], cfg, **inputs)
+    assert eviomni == pytest.approx(score_response(response, ["Paris", "Lyon", "Lyon"], ["Paris"], 40, cfg).final)
+    assert design_reward("eviomni_eqr", response, ["Paris"], cfg, **inputs) == pytest.approx(eviomni + 0.5)
+
+
+def test_design_reward_names_missing_inputs_and_unknown_designs():
+    with pytest.raises(ValueError, match=r"needs the inputs \['question', 'nli'\]"):
+        design_reward("evinote", _response("e"), ["Paris"], RewardsConfig())
+    with pytest.raises(ValueError, match="unknown reward design 'x'; known:"):
+        design_reward("x", _response("e"), ["Paris"], RewardsConfig())

@@ -6,6 +6,7 @@ A random model never writes the format, so these tests check mechanics, not lear
 
 import dataclasses
 import json
+import math
 
 import numpy as np
 import pytest
@@ -159,3 +160,28 @@ def test_accelerate_launch_runs_the_trainer_in_two_processes(ci_cfg, rows, tmp_p
     assert json.loads(run.config_file.read_text())["processes"] == 2
     assert (run.extractor / "model.safetensors").exists() and run.selection()["step"] == 2
     assert (tmp_path / "data" / "ci" / "train" / "format_warmup" / "policy" / "model.safetensors").exists()
+
+
+def test_a_reward_design_and_the_k2_estimator_switch_by_config_key_on_a_real_batch(ci_cfg, rows, tmp_path):
+    cfg = dataclasses.replace(ci_cfg, rewards=dataclasses.replace(ci_cfg.rewards, design="arena"),
+                              train=dataclasses.replace(ci_cfg.train, kl_estimator="k2", beta=0.04))
+    trainer = build_trainer(cfg, TrainRun(tmp_path / "run"), rows[:6], rows[6:], progress=False)
+    batch = [dict(rows[0]) for _ in range(4)] + [dict(rows[1]) for _ in range(4)]
+    trainer.model.train()
+    out = trainer._generate_and_score_completions(batch)
+    assert all(row["o_r"] is None and row["o_e"] is None for row in batch)  # ARENA needs no masked answers
+    completions = [c[-1]["content"] for c in list(trainer._logs["completion"])[-8:]]
+    expected = [rewards.arena_reward(c, row["golden_answers"], row["gold_passages"]) for c, row in
+                zip(completions, batch, strict=True)]
+    np.testing.assert_allclose(trainer._gathered_rewards[:, 0].numpy(), expected, atol=1e-6)
+
+    trainer.current_gradient_accumulation_steps = 1
+    shifted = {**out, "ref_per_token_logps": out["ref_per_token_logps"] - 0.5}  # log π_θ − log π_ref ≈ 0.5
+    losses = {}
+    for estimator in ("k3", "k2"):
+        trainer.kl_estimator = estimator
+        losses[estimator] = trainer.compute_loss(trainer.model, shifted).item()
+    mask = out["completion_mask"]
+    per_token = (0.5 * 0.5**2) - (math.exp(-0.5) + 0.5 - 1)  # k2 − k3 at log-ratio 0.5, the same on every token
+    rows_with_tokens = float((mask.sum(-1) > 0).float().mean())
+    assert losses["k2"] - losses["k3"] == pytest.approx(0.04 * per_token * rows_with_tokens, abs=1e-4)

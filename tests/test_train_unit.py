@@ -1,7 +1,9 @@
 """Unit tests of the EviOmni trainer's own pieces (no model): advantages, masked contexts, reward, logs."""
 
+import collections
 import json
 import math
+import typing
 
 import numpy as np
 import pytest
@@ -15,7 +17,13 @@ from repro.train.data import extraction_row
 from repro.train.logs import StepLog, read_log, train_log_row
 from repro.train.reward import EviOmniReward, score_rollout
 from repro.train.rollout import answer_contexts, masked_targets, parse_rollout
-from repro.train.trainer import std_clipped_advantages
+from repro.train.trainer import (
+    KL_ESTIMATORS,
+    EviOmniTrainer,
+    aggregate_like_trl,
+    kl_estimate,
+    std_clipped_advantages,
+)
 from repro.train.warmup import warmup_examples, warmup_target
 
 QUESTION = "Who designed the Eiffel Tower?"
@@ -153,3 +161,113 @@ def test_format_warmup_targets_are_well_formatted_string_inclusion_rollouts(toke
     assert len(examples) == 3 and all(e["completion"][0]["content"] == target for e in examples)
     assert examples[0]["prompt"] == extraction_row(row, tokenizer, "tokens")["prompt"]  # GRPO's own prompt
     assert len(warmup_examples(rows, max_questions=10, seed=0)) == 5  # the row without a target is never drawn
+
+
+# rewards.design: one config key switches the training reward (issue #18) ---------------------------------------
+
+def test_switching_rewards_design_changes_the_training_reward(tokenizer):
+    completions = [[{"role": "assistant", "content": "<relevance>[1]</relevance>" + ROLLOUT}],
+                   [{"role": "assistant", "content": ROLLOUT.replace("Gustave Eiffel</answer>", "Paris</answer>")}]]
+    columns = dict(golden_answers=[["Gustave Eiffel"]] * 2, passages_length=[200, 200], o_r=[None, None],
+                   o_e=[None, None], question=[QUESTION] * 2, gold_passages=[[1], [1]])
+    values = {}
+    for design in ("eval_rar", "arena", "evinote"):
+        cfg = RewardsConfig(answer_subset=("full",), design=design)
+        nli = (lambda p, h: [0.5] * len(p)) if design == "evinote" else None
+        logged = {}
+        values[design] = EviOmniReward(cfg, tokenizer, nli)(completions, log_metric=logged.__setitem__, **columns)
+        assert logged[f"eviomni/reward_{design}"] == pytest.approx(np.mean(values[design]))
+    # rollout 1: EM 1 (the relevance prefix breaks EviOmni's strict format); rollout 2: wrong answer, evidence holds gold
+    assert values["eval_rar"] == [1.0, pytest.approx(0.1)]
+    assert values["arena"] == [1 + 1 + 1 + 10, 0 + 0 + 0]
+    assert values["evinote"] == [0.0, 0.0]  # paper reading: format ✗ / no note markers
+    eviomni = EviOmniReward(RewardsConfig(answer_subset=("full",)), tokenizer)(completions, **columns)
+    assert eviomni != values["eval_rar"]
+
+
+def test_designs_that_need_nli_refuse_to_run_without_a_scorer(tokenizer):
+    with pytest.raises(ValueError, match="needs an NLI scorer"):
+        EviOmniReward(RewardsConfig(design="evinote"), tokenizer)
+
+
+def test_training_rows_carry_arenas_gold_passages(tokenizer):
+    passages = [{"id": "a", "contents": "Eiffel Tower\nIt was built by Gustave Eiffel."},
+                {"id": "b", "contents": "Paris\nCapital of France."}]
+    row = {"id": 1, "question": QUESTION, "golden_answers": ["Gustave Eiffel"], "passages": passages}
+    assert extraction_row(row, tokenizer, "tokens")["gold_passages"] == [1]  # contains a golden answer
+    supporting = [dict(p, is_supporting=i == 1) for i, p in enumerate(passages)]
+    assert extraction_row({**row, "passages": supporting}, tokenizer, "tokens")["gold_passages"] == [2]
+
+
+# train.kl_estimator: k3 (TRL) vs k2 (ARENA) ---------------------------------------------------------------------
+
+def test_kl_estimate_hand_values():
+    logp, ref = torch.log(torch.tensor([0.5, 0.25])), torch.log(torch.tensor([0.25, 0.25]))
+    d = math.log(0.5)  # ref − logp of the first token
+    torch.testing.assert_close(kl_estimate(logp, ref, "k3"), torch.tensor([math.exp(d) - d - 1, 0.0]))
+    torch.testing.assert_close(kl_estimate(logp, ref, "k2"), torch.tensor([0.5 * d**2, 0.0]))
+    with pytest.raises(ValueError, match="unknown KL estimator 'k9'"):
+        kl_estimate(logp, ref, "k9")
+
+
+def _stub_trainer(estimator: str, monkeypatch, logp: torch.Tensor, ref: torch.Tensor, mask: torch.Tensor, beta: float,
+                  bias_correction: bool = False):
+    """An EviOmniTrainer without a model whose parent loss is TRL's KL term alone (zero policy term)."""
+    from types import SimpleNamespace
+
+    from trl import GRPOTrainer
+
+    def parent_logps(self, *args, **kwargs):
+        return logp, None, None
+
+    def parent_loss(self, model, inputs):  # TRL 1.16.0: β·k3·coef_1 per token, grpo aggregation, no policy term
+        per_token_logps, _, _ = self._get_per_token_logps_and_entropies(model, None, None, None)
+        kl = kl_estimate(per_token_logps, inputs["ref_per_token_logps"], "k3")
+        if bias_correction:
+            kl = kl * torch.exp(per_token_logps - per_token_logps.detach())
+        return aggregate_like_trl(self.beta * kl, inputs["completion_mask"], "grpo")
+
+    monkeypatch.setattr(GRPOTrainer, "_get_per_token_logps_and_entropies", parent_logps)
+    monkeypatch.setattr(GRPOTrainer, "_compute_loss", parent_loss)
+    trainer = EviOmniTrainer.__new__(EviOmniTrainer)
+    trainer.kl_estimator, trainer.beta, trainer.loss_type, trainer._captured_logps = estimator, beta, "grpo", None
+    trainer.model, trainer.current_gradient_accumulation_steps = SimpleNamespace(training=True), 1
+    trainer.max_completion_length, trainer._metrics = 2, {"train": collections.defaultdict(list)}
+    trainer.args = SimpleNamespace(use_bias_correction_kl=bias_correction)
+    trainer.importance_sampling_level = "token"
+    inputs = {"ref_per_token_logps": ref, "completion_mask": mask}
+    return trainer, inputs
+
+
+def test_k2_estimator_replaces_k3_in_the_loss_by_hand(monkeypatch):
+    logp = torch.log(torch.tensor([[0.5, 0.25], [0.25, 0.9]])).requires_grad_()
+    ref = torch.log(torch.tensor([[0.25, 0.25], [0.25, 0.5]]))
+    mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])  # the last token is padding
+    d = math.log(2.0)  # logp − ref of token (0, 0); every other unmasked token has logp = ref
+    k3_loss = 0.1 * ((math.exp(-d) + d - 1) / 2 + 0.0) / 2  # β · mean over sequences of per-sequence means
+    k2_loss = 0.1 * ((0.5 * d**2) / 2 + 0.0) / 2
+    trainer, inputs = _stub_trainer("k3", monkeypatch, logp, ref, mask, beta=0.1)
+    assert trainer._compute_loss(None, inputs).item() == pytest.approx(k3_loss)
+    trainer, inputs = _stub_trainer("k2", monkeypatch, logp, ref, mask, beta=0.1)
+    loss = trainer._compute_loss(None, inputs)
+    assert loss.item() == pytest.approx(k2_loss) and k2_loss != pytest.approx(k3_loss)
+    loss.backward()  # the gradient flows through the policy's log-probabilities: ∂/∂logp of β·½d²/2/2 = β·d/4
+    assert logp.grad[0, 0].item() == pytest.approx(0.1 * d / 4)
+    assert logp.grad[1, 1].item() == 0.0
+    assert trainer._metrics["train"]["eviomni/kl_k2"] == [pytest.approx((0.5 * d**2) / 3)]
+
+
+def test_kl_estimator_is_a_train_config_key_defaulting_to_trls_k3():
+    assert TrainConfig(dataset="nq").kl_estimator == "k3"
+    assert set(typing.get_args(typing.get_type_hints(TrainConfig)["kl_estimator"])) == set(KL_ESTIMATORS)
+
+
+def test_k2_estimator_keeps_trls_importance_ratio_on_the_kl_term(monkeypatch):
+    logp = torch.log(torch.tensor([[0.5, 0.25]])).requires_grad_()
+    ref = torch.log(torch.tensor([[0.25, 0.25]]))
+    trainer, inputs = _stub_trainer("k2", monkeypatch, logp, ref, torch.ones(1, 2), beta=0.1, bias_correction=True)
+    loss = trainer._compute_loss(None, inputs)
+    d = math.log(2.0)
+    assert loss.item() == pytest.approx(0.1 * (0.5 * d**2) / 2)  # coef_1 = 1 on-policy: same value
+    loss.backward()  # but ∂(k2·coef_1)/∂logp = k2' + k2 on-policy: β·(d + ½d²)/2
+    assert logp.grad[0, 0].item() == pytest.approx(0.1 * (d + 0.5 * d**2) / 2)

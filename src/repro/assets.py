@@ -28,7 +28,7 @@ DATA_DIR = Path("data")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 EXTERNAL_DIR = DATA_DIR / "external"  # what `fetch` downloads, shared by the profiles (repro.remote)
 # Sections of a profile that may refer to embedded assets (the assets stage tracks exactly these).
-ASSET_SECTIONS = ("models", "data", "retrieval", "baselines")
+ASSET_SECTIONS = ("models", "data", "retrieval", "baselines", "rewards")
 
 
 class AssetError(RuntimeError):
@@ -177,6 +177,24 @@ def build_llmlingua2_standin(out: Path, seed: int = 0) -> None:
     AutoTokenizer.from_pretrained(encoder).save_pretrained(target)
 
 
+def build_nli_standin(out: Path, seed: int = 0) -> None:
+    """The stand-in for EviNote-RAG's NLI model on the embedded default: all-MiniLM-L6-v2's encoder with a
+    3-label sequence-classification head (contradiction, neutral, entailment, MNLI's order) initialised from
+    `seed` and never trained. It runs R_EQR's code path (repro.nli); its probabilities are noise (D126)."""
+    import torch
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+    from repro.nli import NLI_LABELS
+
+    encoder = MINILM_WEIGHTS.verified().parent
+    torch.manual_seed(seed)
+    model = AutoModelForSequenceClassification.from_pretrained(
+        encoder, num_labels=3, id2label=dict(enumerate(NLI_LABELS)),
+        label2id={label: i for i, label in enumerate(NLI_LABELS)}, use_safetensors=True)
+    model.save_pretrained(out, safe_serialization=True)
+    AutoTokenizer.from_pretrained(encoder).save_pretrained(out)
+
+
 def _copy_file(packaged: PackagedFile) -> Callable[[Path], None]:
     def build(out: Path) -> None:
         shutil.copyfile(packaged.verified(), out / Path(packaged.relpath).name)
@@ -209,6 +227,8 @@ EMBEDDED: dict[str, EmbeddedAsset] = {a.name: a for a in [
                   description="spaCy en_core_web_sm 3.8.0 (MIT): SeleCtx's noun-chunk phrases"),
     EmbeddedAsset("llmlingua2-untrained-minilm", build_llmlingua2_standin, entry=LLMLINGUA2_STANDIN_DIR,
                   description="MiniLM + untrained 2-label head: LLMLingua-2's code path, NOT its weights"),
+    EmbeddedAsset("nli-untrained-minilm", build_nli_standin,
+                  description="MiniLM + untrained 3-label NLI head: R_EQR's code path, NOT an NLI model"),
 ]}
 
 

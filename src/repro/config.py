@@ -58,6 +58,14 @@ class RewardsConfig:
     length_unit: typing.Literal["tokens", "words"] = "tokens"  # L_r, L_e, L_P and CR (D13)
     mask_mode: typing.Literal["empty_tags", "drop", "placeholder"] = "empty_tags"  # a masked span (D6)
     prefill_answer_tag: bool = True  # open the answer turn with "<answer>" for o_r, o_e, o_f (D7)
+    design: typing.Literal["eviomni", "eviomni_eqr", "evinote", "eval_rar", "arena"] = dataclasses.field(
+        default="eviomni", metadata={"help": "reward design, a row of repro.rewards.REWARD_DESIGNS (D125)"})
+    evinote_reading: typing.Literal["paper", "code"] = dataclasses.field(
+        default="paper", metadata={"help": "EviNote-RAG's Eq. 5 as printed, or its released code (D126)"})
+    arena_accuracy: typing.Literal["em", "f1"] = dataclasses.field(
+        default="em", metadata={"help": "ARENA's accuracy reward on o_f: EM (ARENA's choice) or F1 (D129)"})
+    nli_model: str | None = dataclasses.field(
+        default=None, metadata={"help": "MNLI classifier of R_EQR (designs evinote, eviomni_eqr; D126)"})
 
     def __post_init__(self):
         if len(self.weights) != 3 or any(w < 0 for w in self.weights):
@@ -172,6 +180,8 @@ class TrainConfig:
     dataset: str  # the data.datasets entry trained on (the paper: NQ)
     learning_rate: float = 1e-6  # App. A.2
     beta: float = 0.01  # KL coefficient β (App. A.2), k3 estimator in the loss, reference = initial model
+    kl_estimator: typing.Literal["k3", "k2"] = dataclasses.field(
+        default="k3", metadata={"help": "KL estimator in the loss: TRL's k3, or ARENA's k2 ½(log π_θ − log π_ref)² (D130)"})
     epsilon: float = 0.2  # PPO clip ε (App. A.2)
     loss_type: typing.Literal["grpo", "dapo", "bnpo", "dr_grpo"] = "grpo"  # Eq. 8's per-response mean
     num_generations: int = 8  # G

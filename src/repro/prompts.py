@@ -156,3 +156,72 @@ def render_chat(tokenizer, messages: Sequence[Mapping[str, str]], assistant_pref
         raise ValueError("the tokenizer has no chat template")
     text = tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
     return text + assistant_prefix
+
+
+# Neighbours' prompts (issue #18), verbatim from the seeds; data/paper/text/ holds the excerpts the tests compare
+# them with. As in D2, typeset apostrophes (’) are written as ASCII '; the seeds' `code` and **bold** marks and
+# ARENA's table borders (" |") are layout, not prompt text (D131).
+
+# Eval-RAR (seed 003) App. A.1, "Prompt Template for Trajectory Generation" ("excel at" is sic); one paragraph.
+EVAL_RAR_TEMPLATE = (
+    "You are a helpful assistant excel at answering questions with multi-turn search engine calling. "
+    "To answer questions, you must first reason through the available information using <think> and </think>. "
+    "If you identify missing knowledge, you may issue a search request using <search> query </search> at any time. "
+    "The retrieval system will provide you with the three most relevant documents enclosed in <information> and "
+    "</information>. "
+    "After each search, you must conduct an evaluation, reviewing the question and the retrieved documents "
+    "comprehensively to determine if the question can be answered. "
+    "If the question can be answered, clearly cite the source content from the search documents that supports "
+    "your answer. "
+    "If the question cannot be answered, specify what information is missing: entity information, relational "
+    "information, or specific time/location details. "
+    "Provide your evaluation using <evaluate> and </evaluate>. "
+    "You may send multiple search requests if needed. "
+    "Once you have sufficient information, provide a concise final answer using <answer> and </answer>. "
+    "For example, <answer> Donald Trump </answer>. Question: {question}"
+)
+
+# ARENA (seed 004) Table 1: the structured prompt of the trained reader; {references} = numbered paragraphs.
+ARENA_TEMPLATE = (
+    "A conversation between User and Assistant. The user asks a question and gives some references. "
+    "The assistant should answer the question based on the references.\n"
+    "User's input will always contain:\n"
+    "<question>[ the question to answer ]</question>\n"
+    "<references>[ references starting with numbers ]</references>\n"
+    "Assistant's response must contain EXACTLY three sections:\n"
+    "<relevance> [list ONLY reference numbers that provide useful information in square brackets, e.g. [1,5]]"
+    "</relevance>\n"
+    "<analysis>[ combine information from relevant references to build the answer. Explicitly mention which "
+    "references support each claim ]</analysis>\n"
+    "<answer>[ answer with ONLY a short phrase or single word. no explanations ]</answer>\n"
+    "User:\n"
+    "<question>{question}</question>\n"
+    "<references>{references}</references>"
+)
+
+# ARENA (seed 004) Table 8: the LLM-as-a-Judge prompt (GPT-4o, temperature 0.0).
+ARENA_JUDGE_TEMPLATE = (
+    "*************Consider a knowledge Q&A RAG task to test the capability of a testing model, the correct answer "
+    "list is:*************\n"
+    "{correct_answer}\n"
+    "*************Here is the model's response:*************\n"
+    "{model_response}\n"
+    "*************Please check if the model's answer is correct. As long as the model's answer hits any item (or "
+    "synonym) in the correct answer list, it can be considered correct. You only need to answer \"yes\" or "
+    "\"no\".*************"
+)
+
+
+def eval_rar_prompt(question: str) -> str:
+    """Eval-RAR App. A.1 for one question (stripped, otherwise as given)."""
+    return EVAL_RAR_TEMPLATE.format(question=_question(question))
+
+
+def arena_prompt(question: str, references: str) -> str:
+    """ARENA Table 1; `references` is the numbered paragraphs (e.g. `format_passages`)."""
+    return ARENA_TEMPLATE.format(question=_question(question), references=references)
+
+
+def arena_judge_prompt(correct_answers: Sequence[str], model_response: str) -> str:
+    """ARENA Table 8; the answer list is printed as a Python-style list (the seed does not show its format)."""
+    return ARENA_JUDGE_TEMPLATE.format(correct_answer=list(correct_answers), model_response=model_response)

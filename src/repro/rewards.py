@@ -7,6 +7,9 @@
     R_e^len = 1 if 1 − L_e/L_P ≥ ω else (1 − L_e/L_P)^γ                       (Eq. 11)
     Ã_i     = (R_i − mean(R)) / max(std(R), ε_std), population std per group   (Eq. 7)
 
+The neighbours' designs (EviNote-RAG, Eval-RAR, ARENA; seeds 002-004) follow at the end, as rows of
+REWARD_DESIGNS selected by `rewards.design`.
+
 Every reward is finite and in [0, 1] for every non-negative length (edge cases: D17). The paper states
 (0, 1] for the length rewards; the open lower end cannot hold in floating point (σ underflows to 0 for
 very short rationales), nor at the limits L_r = 0 and L_e ≥ L_P that the formulas reach.
@@ -15,10 +18,12 @@ very short rationales), nor at the limits L_r = 0 and L_e ≥ L_P that the formu
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import numbers
-from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Literal, NamedTuple
 
 import numpy as np
 from scipy.special import expit
@@ -218,3 +223,214 @@ def score_response(
     fmt = format_reward(response)
     total = final_reward(answer, (r_len, e_len), fmt, cfg.weights, cfg.answer_subset)
     return RewardBreakdown(answer, r_len, e_len, fmt, total, L_r, L_e, float(passages_length))
+
+
+# Neighbours' reward designs (seeds 002-004; issue #18; docs/decisions.md D125-D130) ---------------------------
+#
+# Each design scores one rollout of the extractor `<reason>r</reason><extract>e</extract><answer>o_f</answer>`
+# in EviOmni's harness: the neighbours' "note" / "evaluation" / "answer" become our evidence e and answer o_f.
+
+NLIScorer = Callable[[Sequence[str], Sequence[str]], Sequence[float]]
+"""(premises, hypotheses) → P(entailment) of each pair; `repro.nli.NLIScorer` is one. Always passed in."""
+
+EQR_MAX_CHARS = 512  # EviNote's released code blanks a note or claim longer than this before scoring it
+NOTE_REWARD = 0.1  # EviNote-RAG Eq. 5: a wrong answer that kept the note-taking convention
+EVAL_REWARD = 0.1  # r_eval of Eval-RAR Eq. 4
+ARENA_BONUS = 10.0  # R_bonus of ARENA §3.2
+_NOTE_MARKER = re.compile(r"^\s*[*\-–]\s*\S", re.MULTILINE)  # a line opening with * (key) or -/– (uncertain)
+_RELEVANCE = re.compile(r"\s*<relevance>(?P<ids>[^<]*)</relevance>")
+
+
+def eqr_hypothesis(gold: str, question: str) -> str:
+    """EviNote-RAG's claim (its released code's template): `{gold} is the answer to the question:"{question}?"`,
+    the question stripped of its own trailing '?'.
+
+    >>> eqr_hypothesis("Jupiter", "What is the largest planet in the solar system?")
+    'Jupiter is the answer to the question:"What is the largest planet in the solar system?"'
+    """
+    return f'{gold.strip()} is the answer to the question:"{question.strip().rstrip("?").strip()}?"'
+
+
+def evidence_quality_reward(evidence: str, question: str, golden_answers: str | Sequence[str], nli: NLIScorer,
+                            aliases: Literal["max", "first"] = "max", max_chars: int | None = None) -> float:
+    """R_EQR (EviNote-RAG Eq. 4): the entailment probability of `nli` with premise = the evidence and hypothesis =
+    `eqr_hypothesis(gold, question)`; the max over the golden aliases, or the first alias only (released code).
+    `max_chars` blanks a premise or claim longer than that many characters (released code: 512, D126)."""
+    if aliases not in ("max", "first"):
+        raise ValueError(f"aliases must be 'max' or 'first', got {aliases!r}")
+    golds = metrics.golden_list(golden_answers)
+    golds = golds[:1] if aliases == "first" else golds
+    premise = evidence.strip()
+    claims = [eqr_hypothesis(g, question) for g in golds]
+    if max_chars is not None:
+        premise = "" if len(premise) > max_chars else premise
+        claims = ["" if len(c) > max_chars else c for c in claims]
+    scores = [float(s) for s in nli([premise] * len(claims), claims)]
+    if len(scores) != len(claims) or not all(0.0 <= s <= 1.0 for s in scores):
+        raise ValueError(f"the NLI scorer must return one probability in [0, 1] per pair, got {scores}")
+    return max(scores)
+
+
+def notes_marked(evidence: str) -> bool:
+    """EviNote-RAG's note-taking convention inside `<extract>` (D127): at least one line of the evidence opens
+    with a `*` (key information) or `-`/`–` (uncertain information) marker followed by text."""
+    return _NOTE_MARKER.search(evidence) is not None
+
+
+def evinote_reward(response: str, golden_answers: str | Sequence[str], question: str, nli: NLIScorer,
+                   reading: Literal["paper", "code"] = "paper") -> float:
+    """EviNote-RAG's gated reward (Eq. 5) on an extractor rollout: answer ✓ = EM of o_f, format ✓ = R^fmt,
+    note-taking ✓ = `notes_marked(e)`, R_EQR on e.
+
+    - "paper": 1 + R_EQR if format and answer ✓; 0.1 + R_EQR if format ✓, answer ✗, notes ✓; else 0.
+      R_EQR is the max over aliases.
+    - "code" (Da1yuqin/EviNoteRAG): (1 if answer ✓ else 0.1 if notes ✓ else 0) + R_EQR, always added, from the
+      first alias, with notes/claims over 512 characters blanked.
+
+    >>> evinote_reward("<reason>r</reason><extract>* Paris is the capital.</extract><answer>Paris</answer>",
+    ...                ["Paris"], "capital of France", lambda p, h: [0.5] * len(p))
+    1.5
+    """
+    if reading not in ("paper", "code"):
+        raise ValueError(f"reading must be 'paper' or 'code', got {reading!r}")
+    parsed = tags.parse_response(response)
+    answer_ok = parsed.answer is not None and metrics.exact_match(parsed.answer, golden_answers) == 1.0
+    notes_ok = notes_marked(parsed.evidence)
+    if reading == "code":
+        eqr = evidence_quality_reward(parsed.evidence, question, golden_answers, nli, "first", EQR_MAX_CHARS)
+        return (1.0 if answer_ok else NOTE_REWARD if notes_ok else 0.0) + eqr
+    if not parsed.well_formatted or not (answer_ok or notes_ok):
+        return 0.0
+    eqr = evidence_quality_reward(parsed.evidence, question, golden_answers, nli, "max")
+    return (1.0 if answer_ok else NOTE_REWARD) + eqr
+
+
+def evaluation_reward(evidence: str, golden_answers: str | Sequence[str], r_eval: float = EVAL_REWARD) -> float:
+    """R_eval (Eval-RAR Eq. 4): r_eval if a golden answer is contained in the evidence (`a ⊆ y_eval`), else 0.
+    Containment is AR (`repro.metrics.answer_recall`): SQuAD-normalised substring match, any alias (D128)."""
+    return float(r_eval) * metrics.answer_recall(evidence, golden_answers)
+
+
+def eval_rar_reward(response: str, golden_answers: str | Sequence[str], r_eval: float = EVAL_REWARD) -> float:
+    """Eval-RAR's gated reward (Eq. 5): R_ans = EM of o_f if it is > 0, else R_eval of the evidence e.
+    A rollout without an answer can still earn R_eval, as Eq. 5 allows (#47).
+
+    >>> eval_rar_reward("<reason>r</reason><extract>Paris is the capital.</extract><answer>Lyon</answer>", ["Paris"])
+    0.1
+    """
+    parsed = tags.parse_response(response)
+    em = metrics.exact_match(parsed.answer, golden_answers) if parsed.answer is not None else 0.0
+    return em if em > 0 else evaluation_reward(parsed.evidence, golden_answers, r_eval)
+
+
+def relevance_ids(response: str) -> list[int] | None:
+    """The passage numbers of a leading `<relevance>[i, j]</relevance>` (ARENA): parsed as a JSON list of
+    integers, de-duplicated and sorted; None when the tag is missing or its content is not such a list."""
+    match = _RELEVANCE.match(response)
+    if match is None:
+        return None
+    try:
+        ids = json.loads(match.group("ids").strip())
+    except json.JSONDecodeError:
+        return None
+    if not isinstance(ids, list) or any(isinstance(i, bool) or not isinstance(i, int) for i in ids):
+        return None
+    return sorted(set(ids))
+
+
+def relevance_reward(predicted: Sequence[int] | None, gold: Sequence[int]) -> float:
+    """R_rel (ARENA §3.2): 1 for the same set of passage numbers as the gold passages, 0.5 for a partial
+    overlap, 0 for none or an unparsable list (None). With no gold passage only the empty list scores 1."""
+    if predicted is None:
+        return 0.0
+    predicted, gold = set(predicted), set(gold)
+    return 1.0 if predicted == gold else 0.5 if predicted & gold else 0.0
+
+
+def arena_format_reward(response: str) -> float:
+    """R_format of ARENA on the extractor: `<relevance>…</relevance>` first, then a well-formatted
+    `<reason>…</reason><extract>…</extract><answer>…</answer>` (R^fmt); no `<` inside the relevance tag."""
+    match = _RELEVANCE.match(response)
+    return float(match is not None and tags.is_well_formatted(response[match.end():]))
+
+
+def arena_reward(response: str, golden_answers: str | Sequence[str], gold_passages: Sequence[int],
+                 accuracy: Literal["em", "f1"] = "em") -> float:
+    """ARENA's total reward R_format + R_acc + R_rel + R_bonus (weights 1; bonus 10 when the three are 1).
+    R_acc is the EM (ARENA's choice, its Table 6) or the F1 of o_f.
+
+    >>> arena_reward("<relevance>[2]</relevance><reason>r</reason><extract>e</extract><answer>Paris</answer>",
+    ...              ["Paris"], [2])
+    13.0
+    """
+    if accuracy not in ("em", "f1"):
+        raise ValueError(f"accuracy must be 'em' or 'f1', got {accuracy!r}")
+    fmt = arena_format_reward(response)
+    answer = tags.parse_response(response).answer or ""
+    acc = (metrics.exact_match if accuracy == "em" else metrics.f1)(answer, golden_answers)
+    rel = relevance_reward(relevance_ids(response), gold_passages)
+    bonus = ARENA_BONUS if fmt == acc == rel == 1.0 else 0.0
+    return fmt + acc + rel + bonus
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardDesign:
+    """One reward design: `score(response, golden_answers, cfg, **inputs)` with exactly the inputs named in
+    `requires` (rollout columns: question, o_r, o_e, passages_length, gold_passages; objects: tokenizer, nli)."""
+
+    name: str
+    score: Callable[..., float]
+    requires: tuple[str, ...]
+    source: str
+
+    @property
+    def masked_answers(self) -> bool:
+        """Whether the trainer must generate o_r, o_e (Eq. 4) for this design."""
+        return "o_r" in self.requires or "o_e" in self.requires
+
+
+def _eviomni(response, golden_answers, cfg, *, o_r, o_e, passages_length, tokenizer):
+    outputs = [o or "" for o in (o_r, o_e, tags.parse_response(response).answer or "")]
+    return score_response(response, outputs, golden_answers, passages_length, cfg, tokenizer).final
+
+
+def _eviomni_eqr(response, golden_answers, cfg, *, o_r, o_e, passages_length, tokenizer, question, nli):
+    eqr = evidence_quality_reward(tags.extract_evidence(response), question, golden_answers, nli, "max")
+    return _eviomni(response, golden_answers, cfg, o_r=o_r, o_e=o_e, passages_length=passages_length,
+                    tokenizer=tokenizer) + eqr
+
+
+def _evinote(response, golden_answers, cfg, *, question, nli):
+    return evinote_reward(response, golden_answers, question, nli, cfg.evinote_reading)
+
+
+def _eval_rar(response, golden_answers, cfg):
+    return eval_rar_reward(response, golden_answers)
+
+
+def _arena(response, golden_answers, cfg, *, gold_passages):
+    return arena_reward(response, golden_answers, gold_passages, cfg.arena_accuracy)
+
+
+REWARD_DESIGNS: dict[str, RewardDesign] = {d.name: d for d in [
+    RewardDesign("eviomni", _eviomni, ("o_r", "o_e", "passages_length", "tokenizer"),
+                 "EviOmni (seed 000) Eq. 5: λ1·R^ans + λ2·R^len + λ3·R^fmt"),
+    RewardDesign("eviomni_eqr", _eviomni_eqr, ("o_r", "o_e", "passages_length", "tokenizer", "question", "nli"),
+                 "EviOmni Eq. 5 + EviNote-RAG's R_EQR of the evidence (digest §5.2.1)"),
+    RewardDesign("evinote", _evinote, ("question", "nli"), "EviNote-RAG (seed 002) Eq. 4-5"),
+    RewardDesign("eval_rar", _eval_rar, (), "Eval-RAR (seed 003) Eq. 2-5"),
+    RewardDesign("arena", _arena, ("gold_passages",), "ARENA (seed 004) §3.2"),
+]}
+
+
+def design_reward(design: str, response: str, golden_answers: str | Sequence[str], cfg: RewardsConfig,
+                  **inputs) -> float:
+    """The reward of `design` (a REWARD_DESIGNS name) for one response; `inputs` may hold more than it needs."""
+    if design not in REWARD_DESIGNS:
+        raise ValueError(f"unknown reward design {design!r}; known: {sorted(REWARD_DESIGNS)}")
+    row = REWARD_DESIGNS[design]
+    # o_r / o_e are None outside the answer subset, the tokenizer when lengths are counted in words
+    missing = [k for k in row.requires if k not in inputs or inputs[k] is None and k not in ("o_r", "o_e", "tokenizer")]
+    if missing:
+        raise ValueError(f"reward design {design!r} needs the inputs {missing}")
+    return row.score(response, golden_answers, cfg, **{k: inputs[k] for k in row.requires})

@@ -2,8 +2,8 @@
 
 A row holds the chat prompt TRL samples from (the Table 14 prompt as the user turn, D3) and the columns
 the reward needs: the question and the formatted passages (to rebuild the masked contexts of Eq. 4), the
-golden answers and L_P. L_P is the length of the formatted `{passages}` slot, numbers and titles included:
-the text the extractor actually reads and compresses (D40).
+golden answers, L_P and ARENA's gold passage numbers (D129). L_P is the length of the formatted `{passages}`
+slot, numbers and titles included: the text the extractor actually reads and compresses (D40).
 """
 
 from __future__ import annotations
@@ -13,12 +13,22 @@ from collections.abc import Sequence
 from repro import metrics, prompts
 from repro.config import Profile
 from repro.data import layout
+from repro.data.answers import has_answer
 from repro.data.qa import read_contexts
 
 
 def extraction_messages(question: str, passages: str) -> list[dict[str, str]]:
     """The chat prompt the policy extracts from: Table 14 over the formatted passages as the user turn (D3)."""
     return prompts.chat_messages(prompts.evidence_extraction_prompt(question, passages))
+
+
+def gold_passages(passages: Sequence[dict], golden_answers: Sequence[str]) -> list[int]:
+    """ARENA's gold passage numbers (1-based, D129): the supporting paragraphs where the data marks them
+    (`is_supporting`: HotpotQA/2Wiki/MuSiQue distractor settings, FanOutQA's evidence pages), else the
+    passages that contain a golden answer (`repro.data.answers.has_answer`)."""
+    if any("is_supporting" in p for p in passages):
+        return [i for i, p in enumerate(passages, start=1) if p.get("is_supporting")]
+    return [i for i, p in enumerate(passages, start=1) if has_answer(p["contents"], golden_answers)]
 
 
 def extraction_row(row: dict, tokenizer, length_unit: str) -> dict:
@@ -31,6 +41,7 @@ def extraction_row(row: dict, tokenizer, length_unit: str) -> dict:
         "passages": passages,
         "golden_answers": list(row["golden_answers"]),
         "passages_length": metrics.text_length(passages, length_unit, tokenizer),
+        "gold_passages": gold_passages(row["passages"], row["golden_answers"]),
     }
 
 

@@ -1,5 +1,5 @@
-"""R^final of Eq. 5 as a TRL reward function, and the per-rollout scores the training log and the dev
-evaluation report.
+"""R^final of Eq. 5 (or the design `rewards.design` of repro.rewards.REWARD_DESIGNS, D125) as a TRL reward
+function, and the per-rollout scores the training log and the dev evaluation report.
 
 The reward is a pure function of the rollout and the answers o_r, o_e that `EviOmniTrainer` generated
 for it (dataset columns `o_r`, `o_e`; None when the answer subset does not use them). Every term comes from
@@ -73,19 +73,44 @@ def mean_summary(scores: Sequence[RolloutScore]) -> dict[str, float]:
 
 
 class EviOmniReward:
-    """TRL reward function: R^final per completion. Also reports every term through TRL's `log_metric`,
-    under `eviomni/<name>`, which is how they reach the per-step log."""
+    """TRL reward function: the reward of the design `cfg.design` per completion (R^final for "eviomni").
+    Also reports terms through TRL's `log_metric`, under `eviomni/<name>`, which is how they reach the
+    per-step log. `nli` is the entailment scorer of the designs that need one (repro.nli, loaded by the caller)."""
 
     __name__ = "eviomni"
 
-    def __init__(self, cfg: RewardsConfig, tokenizer):
-        self.cfg, self.tokenizer = cfg, tokenizer
+    def __init__(self, cfg: RewardsConfig, tokenizer, nli: rewards.NLIScorer | None = None):
+        design = rewards.REWARD_DESIGNS[cfg.design]
+        if "nli" in design.requires and nli is None:
+            raise ValueError(f"rewards.design={cfg.design!r} needs an NLI scorer (rewards.nli_model)")
+        self.cfg, self.tokenizer, self.nli, self.design = cfg, tokenizer, nli, design
 
     def __call__(self, completions: list, golden_answers: list, passages_length: list, o_r: list, o_e: list,
-                 log_metric: Callable[[str, float], None] | None = None, **_) -> list[float]:
+                 log_metric: Callable[[str, float], None] | None = None, **columns) -> list[float]:
+        if self.design.name != "eviomni":
+            return self._design_rewards(completions, golden_answers, passages_length, o_r, o_e, log_metric, columns)
         scores = [score_rollout(completion_text(c), r, e, gold, lp, self.cfg, self.tokenizer)
                   for c, r, e, gold, lp in zip(completions, o_r, o_e, golden_answers, passages_length, strict=True)]
         if log_metric is not None:
             for name, value in mean_summary(scores).items():
                 log_metric(f"eviomni/{name}", value)
         return [s.final for s in scores]
+
+    def _design_rewards(self, completions, golden_answers, passages_length, o_r, o_e, log_metric, columns):
+        """A neighbour's design (repro.rewards.REWARD_DESIGNS), plus EM and R^fmt of the rollouts for the log."""
+        n = len(completions)
+        missing = [k for k in ("question", "gold_passages") if k in self.design.requires and k not in columns]
+        if missing:
+            raise ValueError(f"rewards.design={self.cfg.design!r} needs the dataset columns {missing}")
+        texts = [completion_text(c) for c in completions]
+        values = [rewards.design_reward(self.cfg.design, text, golden_answers[i], self.cfg, o_r=o_r[i], o_e=o_e[i],
+                                        passages_length=passages_length[i], tokenizer=self.tokenizer, nli=self.nli,
+                                        question=columns.get("question", [None] * n)[i],
+                                        gold_passages=columns.get("gold_passages", [None] * n)[i])
+                  for i, text in enumerate(texts)]
+        if log_metric is not None:
+            log_metric(f"eviomni/reward_{self.design.name}", float(np.mean(values)))
+            log_metric("eviomni/em_full", float(np.mean([metrics.exact_match(parse_rollout(t).answer, g)
+                                                         for t, g in zip(texts, golden_answers, strict=True)])))
+            log_metric("eviomni/reward_format", float(np.mean([rewards.format_reward(t) for t in texts])))
+        return values

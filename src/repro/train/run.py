@@ -40,6 +40,8 @@ from repro.assets import resolve
 from repro.config import Profile, RewardsConfig, TrainConfig
 from repro.data import layout
 from repro.io import write_json
+from repro.nli import NLIScorer
+from repro.rewards import REWARD_DESIGNS
 from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
 from repro.train.data import split_rows
 from repro.train.reward import EviOmniReward
@@ -98,6 +100,16 @@ def _rewards_config(cfg: Profile, answer_subset: Sequence[str] | None) -> Reward
     if answer_subset is None:
         return cfg.rewards
     return dataclasses.replace(cfg.rewards, answer_subset=tuple(answer_subset))
+
+
+def nli_scorer(cfg: Profile, rewards_cfg: RewardsConfig) -> NLIScorer | None:
+    """The NLI model of R_EQR, loaded once, for the reward designs that need it (D126); else None."""
+    if "nli" not in REWARD_DESIGNS[rewards_cfg.design].requires:
+        return None
+    if rewards_cfg.nli_model is None:
+        raise ValueError(f"profiles.{cfg.name}.rewards.nli_model must name an NLI model for design "
+                         f"{rewards_cfg.design!r}")
+    return NLIScorer(resolve(rewards_cfg.nli_model, cfg.name))
 
 
 def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool = True) -> GRPOConfig:
@@ -187,9 +199,10 @@ def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_r
               "processes": args.world_size}
     _prepare_run_dir(run, config, args.process_index == 0)
     trainer = EviOmniTrainer(
-        model=model_path, reward_funcs=[EviOmniReward(rewards_cfg, tokenizer)], args=args,
-        train_dataset=Dataset.from_list(list(train_rows)), processing_class=tokenizer,
-        rewards_config=rewards_cfg, max_answer_length=train.max_answer_length, sample_answers=train.sample_answers)
+        model=model_path, reward_funcs=[EviOmniReward(rewards_cfg, tokenizer, nli_scorer(cfg, rewards_cfg))],
+        args=args, train_dataset=Dataset.from_list(list(train_rows)), processing_class=tokenizer,
+        rewards_config=rewards_cfg, max_answer_length=train.max_answer_length, sample_answers=train.sample_answers,
+        kl_estimator=train.kl_estimator)
     trainer.add_callback(TrainLogCallback(run.train_log))
     trainer.add_callback(DevSelectionCallback(trainer, dev_rows, train.selection_metric, run.dev_log,
                                               evaluate_initial=train.evaluate_initial))

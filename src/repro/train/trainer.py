@@ -10,6 +10,11 @@
    computed on the rewards TRL has gathered from every process for the whole generation batch, so a group
    split across processes or gradient-accumulation steps is normalised as one group.
 
+3. Only when `train.kl_estimator` is not TRL's k3 (ARENA's k2, D130): `_compute_loss` adds
+   β·aggregate((k2 − k3)·coef_1) to TRL's loss, with the per-token log-probabilities TRL computed for that loss,
+   TRL's importance-ratio correction of the KL term (`use_bias_correction_kl`, on by default) and TRL's
+   aggregation for the loss type, so the loss holds β·k2 where it held β·k3 and nothing else changes.
+
 Everything else is TRL: sampling of the rollouts, the clipped surrogate with β·KL (k3) to the reference
 model, the loss over the completion tokens only, checkpointing and distributed training.
 """
@@ -33,6 +38,37 @@ from repro.train.reward import EviOmniReward, RolloutScore, score_rollout
 from repro.train.rollout import MASKED_TARGETS, answer_contexts, completion_text, masked_targets, parse_rollout
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p")
+KL_ESTIMATORS = ("k3", "k2")
+KL_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")  # the loss types whose aggregation `aggregate_like_trl` copies
+
+
+def kl_estimate(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> torch.Tensor:
+    """Per-token estimate of KL(π_θ || π_ref) from the sampled tokens' log-probabilities (Schulman 2020):
+    k3 = exp(ref − logp) − (ref − logp) − 1 (TRL's, GRPO's); k2 = ½·(logp − ref)² (ARENA's stabilised KL)."""
+    if estimator == "k3":
+        delta = ref_logp - logp
+        return torch.exp(delta) - delta - 1
+    if estimator == "k2":
+        return 0.5 * (logp - ref_logp) ** 2
+    raise ValueError(f"unknown KL estimator {estimator!r}; known: {list(KL_ESTIMATORS)}")
+
+
+def aggregate_like_trl(per_token: torch.Tensor, mask: torch.Tensor, loss_type: str, *, accumulation: float = 1.0,
+                       max_completion_length: int | None = None, dapo_normalizer: torch.Tensor | None = None
+                       ) -> torch.Tensor:
+    """TRL 1.16.0's reduction of a per-token loss for `loss_type` (GRPOTrainer._compute_loss): grpo = mean
+    over each sequence's tokens, then over sequences; bnpo = mean over all tokens; dr_grpo = sum / (B · max
+    length); each divided by the accumulation steps; dapo = sum / `dapo_normalizer`."""
+    masked = per_token * mask
+    if loss_type == "grpo":
+        return (masked.sum(-1) / mask.sum(-1).clamp(min=1.0)).mean() / accumulation
+    if loss_type == "bnpo":
+        return masked.sum() / mask.sum().clamp(min=1.0) / accumulation
+    if loss_type == "dr_grpo":
+        return masked.sum() / (per_token.size(0) * max_completion_length) / accumulation
+    if loss_type == "dapo":
+        return masked.sum() / dapo_normalizer
+    raise ValueError(f"the KL estimator switch supports the loss types {list(KL_LOSS_TYPES)}, not {loss_type!r}")
 
 
 def std_clipped_advantages(rewards_: torch.Tensor, group_size: int, eps_std: float) -> tuple[torch.Tensor, float]:
@@ -50,9 +86,15 @@ class EviOmniTrainer(GRPOTrainer):
     (see repro.train.data)."""
 
     def __init__(self, *args, rewards_config: RewardsConfig, max_answer_length: int, sample_answers: bool = True,
-                 **kwargs):
+                 kl_estimator: str = "k3", **kwargs):
+        if kl_estimator not in KL_ESTIMATORS:
+            raise ValueError(f"train.kl_estimator: unknown estimator {kl_estimator!r}; known: {list(KL_ESTIMATORS)}")
         compact_fused_lm_head_on_cpu()
         super().__init__(*args, **kwargs)
+        if kl_estimator != "k3" and self.loss_type not in KL_LOSS_TYPES:
+            raise ValueError(f"train.kl_estimator={kl_estimator!r} supports the loss types {list(KL_LOSS_TYPES)}")
+        self.kl_estimator = kl_estimator
+        self._captured_logps: list[torch.Tensor] | None = None
         if len(self.reward_funcs) != 1 or not isinstance(self.reward_funcs[0], EviOmniReward):
             raise TypeError(f"EviOmniTrainer scores with one EviOmniReward, got {self.reward_funcs}")
         self.rewards_config = rewards_config
@@ -108,7 +150,8 @@ class EviOmniTrainer(GRPOTrainer):
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         texts = [completion_text(c) for c in completions]
-        targets = masked_targets(self.rewards_config.answer_subset)
+        design = rewards.REWARD_DESIGNS[self.rewards_config.design]
+        targets = masked_targets(self.rewards_config.answer_subset) if design.masked_answers else ()
         answers = self.masked_answers(inputs, texts, targets, self.sample_answers)
         for i, row in enumerate(inputs):
             row["o_r"], row["o_e"] = answers["rationale"][i], answers["evidence"][i]
@@ -127,6 +170,51 @@ class EviOmniTrainer(GRPOTrainer):
         output["advantages"] = advantages[start : start + len(inputs)].to(output["advantages"].device)
         self._metrics[mode]["eviomni/std_clip_frac"].append(clipped)
         return output
+
+    # -- departure 3 (switch): the KL estimator -----------------------------------------------------------
+    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
+        out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+        if self._captured_logps is not None:
+            self._captured_logps.append(out[0])
+        return out
+
+    def _compute_loss(self, model, inputs):
+        if self.kl_estimator == "k3" or self.beta == 0.0:
+            return super()._compute_loss(model, inputs)
+        self._captured_logps = []
+        try:
+            loss = super()._compute_loss(model, inputs)
+            (logp,) = self._captured_logps  # the policy's log-probabilities behind this loss, with their graph
+        finally:
+            self._captured_logps = None
+        ref_logp = inputs["ref_per_token_logps"]
+        mask = inputs["completion_mask"] * inputs.get("tool_mask", 1)
+        train = self.model.training
+        accumulation = self.current_gradient_accumulation_steps if train else 1.0
+        normalizer = None
+        if self.loss_type == "dapo":
+            normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+            if train:
+                normalizer = normalizer * self.current_gradient_accumulation_steps / self.args.steps_per_generation
+        correction = kl_estimate(logp, ref_logp, self.kl_estimator) - kl_estimate(logp, ref_logp, "k3")
+        if self.args.use_bias_correction_kl:  # TRL's default: the KL term times the importance ratio coef_1
+            correction = correction * torch.exp(self._log_importance_weights(logp, inputs, mask))
+        loss = loss + self.beta * aggregate_like_trl(correction, mask, self.loss_type, accumulation=accumulation,
+                                                     max_completion_length=self.max_completion_length,
+                                                     dapo_normalizer=normalizer)
+        kl = kl_estimate(logp.detach(), ref_logp, self.kl_estimator)
+        mode = "train" if train else "eval"
+        self._metrics[mode][f"eviomni/kl_{self.kl_estimator}"].append(
+            ((kl * mask).sum() / mask.sum().clamp(min=1.0)).item())  # this process's tokens (TRL's `kl` stays k3)
+        return loss
+
+    def _log_importance_weights(self, logp: torch.Tensor, inputs: dict, mask: torch.Tensor) -> torch.Tensor:
+        """log coef_1 of TRL's _compute_loss: log π_θ − log π_old per token, or its masked mean per sequence."""
+        old = inputs.get("old_per_token_logps")
+        log_ratio = logp - (logp.detach() if old is None else old)
+        if self.importance_sampling_level == "sequence":
+            return ((log_ratio * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).unsqueeze(-1)
+        return log_ratio
 
     # -- dev evaluation (model selection) -----------------------------------------------------------------
     def score_greedy(self, rows: Sequence[dict]) -> list[RolloutScore]:
