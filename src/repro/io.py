@@ -8,6 +8,7 @@ that a later stage (or DVC) would take for a finished one.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -25,6 +26,11 @@ class InputError(ValueError):
         what = f"field '{field}': " if field else ""
         super().__init__(f"{where}: {what}{message}")
         self.path, self.line, self.field = str(path), line, field
+
+
+def fingerprint(config: Any) -> str:
+    """sha256 of a JSON-able configuration, independent of key order."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 
 @contextlib.contextmanager

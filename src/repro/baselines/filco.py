@@ -34,10 +34,9 @@ from transformers import AutoTokenizer
 from repro.assets import resolve
 from repro.config import FilCoConfig, Profile, load_profile
 from repro.data import layout
+from repro.data.splits import sample_rows
 from repro.evaluation.refiners import PromptedRefiner
-from repro.evaluation.records import fingerprint
-from repro.evaluation.study import sample_rows
-from repro.io import write_jsonl
+from repro.io import fingerprint, write_jsonl
 from repro.metrics import f1
 from repro.prompts import chat_messages, format_passages, passage_title_and_text
 from repro.retrieval.cache import model_fingerprint

@@ -7,5 +7,4 @@
 - `splits`    deterministic train/dev/test assignment by hashing ids
 - `noise`     irrelevant-passage injection for the robustness study (Figure 5)
 - `answers`   SQuAD answer normalisation and "passage contains a golden answer"
-- `build`     the `data` stage: everything above for one profile
 """
