@@ -1,4 +1,4 @@
-"""Deterministic train/dev/test assignment by hashing ids.
+"""Deterministic train/dev/test assignment by hashing ids, and seeded question subsets.
 
 An id's split depends only on the id, the salt and the fractions, never on file order or on which other
 questions exist, so adding questions never moves existing ones between splits.

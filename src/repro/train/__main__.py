@@ -22,7 +22,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     cfg = load_profile(args.profile, args.params)
     subset = args.answer_subset.split(",") if args.answer_subset else None
-    run = train_in_process(cfg, args.run_dir or layout.train_run_dir(cfg.name), answer_subset=subset, max_steps=args.max_steps)
+    run = train_in_process(cfg, args.run_dir or layout.train_run_dir(cfg.name), answer_subset=subset,
+                           max_steps=args.max_steps)
     print(run.extractor)
 
 
