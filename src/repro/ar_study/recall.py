@@ -36,10 +36,9 @@ from repro.data.answers import answer_in_passages
 from repro.data.splits import sample_rows
 from repro.evaluation.records import RecordFile, process_resumably
 from repro.generation import GenerationParams, make_generator
-from repro.io import fingerprint
+from repro.io import fingerprint, model_fingerprint
 from repro.metrics import answer_recall, normalize_answer, text_length
 from repro.prompts import EVIDENCE_EXTRACTION_TEMPLATE, EVIDENCE_STOP, render_chat
-from repro.retrieval.cache import model_fingerprint
 from repro.retrieval.quality import read_contexts
 from repro.tags import extract_evidence, extract_rationale, is_well_formatted
 

@@ -33,11 +33,10 @@ from repro.data.answers import answer_in_passages, first_answer_sentence
 from repro.data.splits import sample_rows
 from repro.evaluation.records import RecordFile, process_resumably
 from repro.generation import GenerationParams, Generator, make_generator
-from repro.io import fingerprint
+from repro.io import fingerprint, model_fingerprint
 from repro.metrics import answer_recall, exact_match
 from repro.prompts import (EVIDENCE_EXTRACTION_TEMPLATE, chat_messages, evidence_extraction_prompt, passages_document,
                            render_chat)
-from repro.retrieval.cache import model_fingerprint
 from repro.retrieval.quality import read_contexts
 from repro.tags import extract_answer, extract_evidence, extract_rationale
 

@@ -50,10 +50,9 @@ from repro.generation import GenerationParams, Generator, Prompt
 from repro.generation.pool import ModelPool
 from repro.generation.prompting import encode
 from repro.generation.transformers_backend import TransformersGenerator
-from repro.io import fingerprint, write_json, write_jsonl
+from repro.io import fingerprint, model_fingerprint, write_json, write_jsonl
 from repro.metrics import normalize_answer
 from repro.prompts import chat_messages, passages_document, qa_messages
-from repro.retrieval.cache import model_fingerprint
 from repro.retrieval.encoders import TextEncoder
 from repro.retrieval.quality import read_contexts
 from repro.train.sft import example_length, fit_in_run_dir, lora_config, trainer_arguments

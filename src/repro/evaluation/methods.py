@@ -31,7 +31,7 @@ from repro.evaluation.refiners import ChainOfThought, ClosedBook, FullPassages, 
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
 from repro.generation.transformers_backend import resolve_dtype
-from repro.retrieval.cache import model_fingerprint
+from repro.io import model_fingerprint
 
 
 @dataclasses.dataclass(frozen=True)

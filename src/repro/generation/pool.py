@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from repro.generation.base import Generator
 from repro.generation.factory import make_generator
-from repro.retrieval.cache import model_fingerprint
+from repro.io import model_fingerprint
 
 
 def generator_id(model: str, adapter: str | None, dtype: str) -> str:

@@ -42,9 +42,8 @@ from repro.config import LoRASFTConfig, Profile, load_profile
 from repro.data import layout
 from repro.data.answers import answer_in_passages
 from repro.data.splits import sample_rows
-from repro.io import atomic_dir, fingerprint, write_json, write_jsonl
+from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json, write_jsonl
 from repro.prompts import passages_document, qa_messages
-from repro.retrieval.cache import model_fingerprint
 from repro.retrieval.quality import read_contexts
 from repro.train.fused_head import compact_fused_lm_head_on_cpu
 

@@ -38,9 +38,8 @@ from repro.config import Profile, load_profile
 from repro.data import layout
 from repro.data.answers import first_answer_sentence
 from repro.data.splits import sample_rows
-from repro.io import atomic_dir, fingerprint, write_json
+from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json
 from repro.prompts import format_passages
-from repro.retrieval.cache import model_fingerprint
 from repro.retrieval.quality import read_contexts
 from repro.train.data import extraction_messages
 from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
