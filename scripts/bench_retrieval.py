@@ -16,8 +16,8 @@ import time
 
 import numpy as np
 
-from repro.config import load_profile
 from repro import data_stage
+from repro.config import load_profile
 from repro.data import layout
 from repro.data.qa import read_qa
 from repro.io import write_json
