@@ -16,8 +16,9 @@ import time
 
 import numpy as np
 
+from repro import data_stage
 from repro.config import load_profile
-from repro.data import build, layout
+from repro.data import layout
 from repro.data.qa import read_qa
 from repro.io import write_json
 from repro.retrieval import faiss_index
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     cfg = load_profile(args.profile)
     name, k = cfg.retrieval.default, cfg.retrieval.topk
-    store, fingerprint = build.open_corpus(cfg)
+    store, fingerprint = data_stage.open_corpus(cfg)
     session = RetrievalSession(cfg, store, fingerprint, progress=False)
     if session.ensure_index(name) != "cached":
         raise SystemExit(f"the index of '{name}' was not built by the data stage; run `dvc repro data` first")
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
     numpy_s = min(timed(numpy_top_k, passages, queries, k)[1] for _ in range(args.repeats))
     same = bool((faiss_index.search(index, queries, k)[1] == numpy_top_k(passages, queries, k)).all())
 
-    cached_s = timed(build.run_retrieval, cfg, store, fingerprint, False)[1]
+    cached_s = timed(data_stage.run_retrieval, cfg, store, fingerprint, False)[1]
     numbers = {
         "profile": cfg.name, "retriever": name, "passages": int(saved.ntotal), "dim": int(passages.shape[1]),
         "queries": len(queries), "encode_passages_per_s": len(sample) / encode_s,

@@ -19,9 +19,9 @@ from repro.baselines.filco import (
 )
 from repro.config import load_profile
 from repro.evaluation.answering import Answerer
-from repro.evaluation.methods import ModelPool
 from repro.evaluation.runner import evaluate
 from repro.generation import GenerationParams
+from repro.generation.pool import ModelPool
 from repro.prompts import chat_messages
 from repro.train.sft import fit_lora_sft, sft_args
 

@@ -9,7 +9,7 @@ from repro import assets
 from repro.baselines.llmlingua2 import LLMLingua2, check_model_name, seed_tiktoken_cache
 from repro.config import LLMLingua2Config
 from repro.evaluation.methods import METHODS
-from repro.evaluation.refiners import passages_document
+from repro.prompts import passages_document
 
 ROWS = [
     {"id": "a", "question": "Who designed the Eiffel Tower?", "golden_answers": ["Gustave Eiffel"], "passages": [

@@ -20,7 +20,7 @@ from repro.baselines.selective_context import (
 )
 from repro.baselines.sentences import split_sentences
 from repro.config import SelectiveContextConfig
-from repro.evaluation.refiners import passages_document
+from repro.prompts import passages_document
 
 ROWS = [
     {"id": "a", "question": "Who designed the Eiffel Tower?", "golden_answers": ["Gustave Eiffel"], "passages": [

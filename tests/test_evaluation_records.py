@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from repro.evaluation.records import RecordFile, fingerprint, read_records
-from repro.io import InputError
+from repro.evaluation.records import RecordFile, read_records
+from repro.io import InputError, fingerprint
 
 CONFIG = {"refiner": {"refiner": "full_passages"}, "rows": "abc"}
 

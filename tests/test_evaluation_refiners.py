@@ -2,7 +2,7 @@
 
 import pytest
 
-from repro.evaluation.answering import Answerer, qa_messages, read_prediction
+from repro.evaluation.answering import Answerer, read_prediction
 from repro.evaluation.refiners import ChainOfThought, ClosedBook, FullPassages, RationalExtractor, Refinement
 from repro.generation import GenerationParams, Generator
 from repro.generation.transformers_backend import TransformersGenerator
@@ -13,6 +13,7 @@ from repro.prompts import (
     cot_prompt,
     evidence_extraction_prompt,
     format_passages,
+    qa_messages,
     rag_qa_prompt,
 )
 from repro.tags import extract_evidence

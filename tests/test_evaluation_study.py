@@ -1,4 +1,4 @@
-"""How a profile turns into a study: the question subset, the method registry and the models it names."""
+"""How a profile turns into a study: the method registry and the models it names."""
 
 import dataclasses
 import typing
@@ -6,21 +6,10 @@ import typing
 import pytest
 
 from repro.config import EvaluationMethod, load_profile
-from repro.evaluation.methods import METHODS, ModelPool, build_refiner, extractor_model
+from repro.evaluation.methods import METHODS, build_refiner, extractor_model
 from repro.evaluation.refiners import ClosedBook, FullPassages
-from repro.evaluation.study import sample_rows
 from repro.generation import GenerationParams
-
-ROWS = [{"id": str(i)} for i in range(20)]
-
-
-def test_a_question_subset_is_seeded_and_kept_in_file_order():
-    subset = sample_rows(ROWS, 6, seed=0)
-    ids = [int(r["id"]) for r in subset]
-    assert len(ids) == 6 and ids == sorted(ids) and ids != list(range(6))  # not simply the first six
-    assert sample_rows(ROWS, 6, seed=0) == subset and sample_rows(ROWS, 6, seed=1) != subset
-    assert sample_rows(ROWS, None, seed=0) == ROWS and sample_rows(ROWS, 50, seed=0) == ROWS
-
+from repro.generation.pool import ModelPool
 
 def test_every_configurable_method_is_registered():
     assert set(METHODS) == set(typing.get_args(EvaluationMethod))

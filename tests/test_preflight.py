@@ -150,11 +150,11 @@ def test_unfetched_assets_are_listed_with_their_key_and_the_fetch_command(tmp_pa
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))  # an empty cache
     errors = preflight.asset_errors(cfg)
-    fetch = "run `HF_HUB_OFFLINE=0 python -m repro.assets fetch --profile paper-1p5b`"
+    fetch = "run `HF_HUB_OFFLINE=0 python -m repro.remote fetch --profile paper-1p5b`"
     assert f"params.yaml: profiles.paper-1p5b.models.extractor: 'Qwen/Qwen2.5-1.5B-Instruct' is not fetched at " \
            f"aaaaaaaaaaaa; {fetch}" in errors
     assert "params.yaml: profiles.paper-1p5b.data.corpus.source: data/external/wiki-18.jsonl does not exist; run " \
-           "`python -m repro.assets fetch --profile paper-1p5b`" in errors
+           "`python -m repro.remote fetch --profile paper-1p5b`" in errors
     assert any(e.startswith("params.yaml: profiles.paper-1p5b.data.datasets[nq].source: ['nq/dev.jsonl'") for e in errors)
     assert all("\n" not in e for e in errors) and len(errors) == len(set(errors))
 

@@ -1,4 +1,4 @@
-"""`python -m repro.assets fetch`: plan, pinned revisions, verify, resume, DPR conversion and the prebuilt index,
+"""`python -m repro.remote fetch`: plan, pinned revisions, verify, resume, DPR conversion and the prebuilt index,
 against a local directory laid out like the hub (no network)."""
 
 import dataclasses
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from repro import remote
-from repro.assets import AssetError, main, resolve
+from repro.assets import AssetError, resolve
 from repro.config import load_profile
 
 REV = "0123456789abcdef0123456789abcdef01234567"
@@ -163,15 +163,15 @@ def test_the_paper_plan_pins_every_hub_asset_the_profile_names():
 
 def test_fetch_from_the_hub_under_hf_hub_offline_names_the_override(monkeypatch, capsys):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(AssetError, match="HF_HUB_OFFLINE=1 .*HF_HUB_OFFLINE=0 python -m repro.assets fetch"):
+    with pytest.raises(AssetError, match="HF_HUB_OFFLINE=1 .*HF_HUB_OFFLINE=0 python -m repro.remote fetch"):
         remote.HfHub()
 
 
 def test_the_fetch_command_reads_a_local_hub_directory(workdir, capsys):
-    main(["fetch", "--profile", "p", "--from", str(workdir), "--dry-run"])
+    remote.main(["fetch", "--profile", "p", "--from", str(workdir), "--dry-run"])
     out = capsys.readouterr().out
     assert f"{MODEL}@{REV[:12]}  2 file(s)" in out and not Path("data/external").exists()
-    main(["fetch", "--profile", "p", "--from", str(workdir)])
+    remote.main(["fetch", "--profile", "p", "--from", str(workdir)])
     assert remote.read_manifest()[MODEL]["revision"] == REV
 
 

@@ -9,9 +9,8 @@ from safetensors.torch import load_file
 from transformers import AutoTokenizer, TrainerCallback
 
 from repro.config import load_profile
-from repro.evaluation.answering import qa_messages
 from repro.generation.transformers_backend import TransformersGenerator
-from repro.prompts import format_passages
+from repro.prompts import format_passages, qa_messages
 from repro.train.sft import example_length, fit_lora_sft, fitting_examples, sft_args, sft_examples
 
 ROWS = [{"id": str(i), "question": f"What is the capital of Country{i}?", "golden_answers": [f"Capital{i}", "alias"],

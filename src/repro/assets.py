@@ -1,7 +1,7 @@
 """The embedded real default: models and data shipped inside PyPI packages, materialised under data/.
 
 A profile refers to an embedded asset as `embedded:<name>`; anything else is a local path or a hub id and
-is left alone, except a hub id that `python -m repro.assets fetch` downloaded at its pinned revision
+is left alone, except a hub id that `python -m repro.remote fetch` downloaded at its pinned revision
 (repro.remote): it resolves to `data/external/hub/<repo id>/`. `python -m repro.assets materialize --profile P` (the `assets` DVC stage) copies or
 converts every embedded asset the profile refers to into `data/<profile>/assets/<name>/`, after checking
 the packaged file against its sha256. Packages are located with `importlib.util.find_spec`, never
@@ -302,39 +302,18 @@ def materialize(cfg: Profile, progress: bool = True) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Materialise the embedded assets a profile refers to, or fetch "
-                                                 "its external ones (paper profiles).")
+    parser = argparse.ArgumentParser(description="Materialise the embedded assets a profile refers to "
+                                                 "(external ones of the paper profiles: python -m repro.remote).")
     sub = parser.add_subparsers(dest="command", required=True)
     m = sub.add_parser("materialize")
     m.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
     sub.add_parser("list")
-    f = sub.add_parser("fetch", help="download the hub assets the profile names at their pinned revisions "
-                                     "(repro.remote); needs HF_HUB_OFFLINE=0 unless --from is given")
-    f.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
-    f.add_argument("--from", dest="source", metavar="DIR", help="a local directory laid out like the hub")
-    f.add_argument("--dry-run", action="store_true", help="print what would be fetched and its size, nothing else")
     args = parser.parse_args(argv)
     if args.command == "list":
         for asset in EMBEDDED.values():
             print(f"{EMBEDDED_PREFIX}{asset.name:24s} {asset.description}")
-        from repro.remote import REMOTE
-
-        for row in REMOTE.values():  # fetched for the paper profiles (any other hub model: its safetensors)
-            print(f"{row.repo_type}:{row.repo:52s} {row.description}")
         return
     try:
-        if args.command == "fetch":
-            from repro import remote
-
-            cfg = load_profile(args.profile)
-            if not remote.plan(cfg):
-                print(f"profile {cfg.name} names no external asset (embedded ones: `materialize`)")
-                return
-            hub = remote.LocalHub(args.source) if args.source else remote.HfHub(cfg.name)
-            remote.fetch(cfg, hub, args.dry_run)
-            if not args.dry_run:
-                remote.import_prebuilt_index(cfg)
-            return
         for path in materialize(load_profile(args.profile)):
             print(path)
     except AssetError as err:

@@ -624,7 +624,7 @@ class ArStudyConfig:
 
 @dataclasses.dataclass(frozen=True)
 class FetchConfig:
-    """External assets that `python -m repro.assets fetch --profile P` downloads (repro.remote, D115-D118).
+    """External assets that `python -m repro.remote fetch --profile P` downloads (repro.remote, D115-D118).
     Revisions are validated when fetching, not when loading, so a profile with placeholders still loads."""
 
     revisions: dict[str, str]  # hub repo id -> 40-hex commit it is fetched at; "PIN-ME..." = not pinned yet

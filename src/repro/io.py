@@ -1,13 +1,15 @@
-"""Atomic file output and validated jsonl input.
+"""Atomic file output, validated jsonl input, and the fingerprints that decide whether an artefact is reused.
 
 Every artefact of the pipeline is written through these helpers: the content goes to a temporary file in
 the destination directory and is renamed into place, so an interrupted stage never leaves a truncated file
-that a later stage (or DVC) would take for a finished one.
+that a later stage (or DVC) would take for a finished one. `fingerprint` (a configuration) and
+`model_fingerprint` (a model directory's files) key every resumable run and cached result.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -25,6 +27,28 @@ class InputError(ValueError):
         what = f"field '{field}': " if field else ""
         super().__init__(f"{where}: {what}{message}")
         self.path, self.line, self.field = str(path), line, field
+
+
+MODEL_FILES = ("*.json", "*.safetensors", "*.txt", "*.model")
+
+
+def fingerprint(config: Any) -> str:
+    """sha256 of a JSON-able configuration, independent of key order."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def model_fingerprint(ref: str) -> str:
+    """sha256 over a local model directory's config, weight and vocabulary files; a hub id stands for
+    itself (pin a revision by downloading it to a directory)."""
+    path = Path(ref)
+    if not path.is_dir():
+        return ref
+    digest = hashlib.sha256()
+    for file in sorted(f for pattern in MODEL_FILES for f in path.rglob(pattern)):
+        digest.update(str(file.relative_to(path)).encode())
+        with open(file, "rb") as f:
+            digest.update(hashlib.file_digest(f, "sha256").digest())
+    return digest.hexdigest()
 
 
 @contextlib.contextmanager

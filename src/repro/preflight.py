@@ -3,7 +3,7 @@ params.yaml key to change (D119).
 
     python -m repro.preflight --profile paper-1p5b [--stage train_eviomni]
 
-- assets: every hub repo the profile names is fetched at its pinned revision (`python -m repro.assets fetch`)
+- assets: every hub repo the profile names is fetched at its pinned revision (`python -m repro.remote fetch`)
   or in the Hugging Face cache at that revision; every local path it names exists;
 - GPUs: what the profile asks (accelerate processes, vLLM tensor-parallel sizes, vLLM memory shares against the
   fetched weights) fits the visible GPUs; a profile that asks for none (tiny, ci) is not checked;
@@ -90,12 +90,12 @@ def asset_errors(cfg: Profile) -> list[str]:
             fetched = manifest.get(value, {}).get("revision") == revision and fetched_dir(value).is_dir()
             if not fetched and not _in_hf_cache(value, revision):
                 errors.append(f"{key}: '{value}' is not fetched at {revision[:12]}; run "
-                              f"`HF_HUB_OFFLINE=0 python -m repro.assets fetch --profile {cfg.name}`")
+                              f"`HF_HUB_OFFLINE=0 python -m repro.remote fetch --profile {cfg.name}`")
         elif key.endswith((".source", "accelerate_config")) and "/" in value and not is_hub_id(value):
             seen.add(value)
             if not Path(value).exists():
                 errors.append(f"{key}: {value} does not exist" + (
-                    f"; run `python -m repro.assets fetch --profile {cfg.name}`" if value.startswith("data/") else ""))
+                    f"; run `python -m repro.remote fetch --profile {cfg.name}`" if value.startswith("data/") else ""))
     for d in cfg.data.datasets if cfg.data else []:
         if d.format == "flashrag" and is_hub_id(d.source):
             local = Path(resolve(d.source, cfg.name))
@@ -103,7 +103,7 @@ def asset_errors(cfg: Profile) -> list[str]:
                        if not (local / d.name / f"{s}.jsonl").is_file()]
             if missing:
                 errors.append(f"params.yaml: profiles.{cfg.name}.data.datasets[{d.name}].source: {missing} not fetched "
-                              f"from {d.source}; run `python -m repro.assets fetch --profile {cfg.name}`")
+                              f"from {d.source}; run `python -m repro.remote fetch --profile {cfg.name}`")
     return errors
 
 
@@ -197,8 +197,7 @@ def longest_prompt_tokens(cfg: Profile) -> int | None:
 
     from repro.data import layout
     from repro.data.qa import read_contexts
-    from repro.prompts import format_passages
-    from repro.train.data import extraction_messages
+    from repro.prompts import extraction_messages, format_passages
 
     path = layout.contexts_path(cfg, cfg.train.dataset, "train")
     if not Path(path).exists():

@@ -111,6 +111,11 @@ def format_passages(passages: Sequence[Passage], numbered: bool = True, with_tit
     return "\n".join(lines)
 
 
+def passages_document(row: dict) -> str:
+    """The formatted top-k passages of a contexts row: Full's document and the refiners' `{passages}`."""
+    return format_passages(row["passages"])
+
+
 def _question(question: str) -> str:
     if not isinstance(question, str) or not question.strip():
         raise ValueError(f"question must be a non-empty string, got {question!r}")
@@ -137,6 +142,11 @@ def evidence_extraction_prompt(question: str, passages: str) -> str:
     return EVIDENCE_EXTRACTION_TEMPLATE.format(question=_question(question), passages=passages)
 
 
+def extraction_messages(question: str, passages: str) -> list[dict[str, str]]:
+    """The chat prompt the policy extracts from: Table 14 over the formatted passages as the user turn (D3)."""
+    return chat_messages(evidence_extraction_prompt(question, passages))
+
+
 def search_r1_prompt(question: str) -> str:
     """Search-R1's template; like Search-R1 the question is stripped and gets a final '?' if it has none."""
     question = _question(question)
@@ -147,6 +157,12 @@ def chat_messages(user_prompt: str, system: str | None = DEFAULT_SYSTEM_PROMPT) 
     """The chat turns for one filled template: an optional system message, then the user turn."""
     messages = [{"role": "system", "content": system}] if system is not None else []
     return messages + [{"role": "user", "content": user_prompt}]
+
+
+def qa_messages(question: str, evidence: str | None) -> list[dict[str, str]]:
+    """The QA generator's chat turns: Table 11 over the evidence, Table 12 without (None: closed-book)."""
+    prompt = closed_book_qa_prompt(question) if evidence is None else rag_qa_prompt(question, evidence)
+    return chat_messages(prompt)
 
 
 def render_chat(tokenizer, messages: Sequence[Mapping[str, str]], assistant_prefix: str = "") -> str:

@@ -1,6 +1,6 @@
 """External assets of the paper profiles: downloaded at pinned revisions, verified, recorded.
 
-    python -m repro.assets fetch --profile paper-1p5b [--dry-run] [--from DIR]
+    python -m repro.remote fetch --profile paper-1p5b [--dry-run] [--from DIR]
 
 `plan(cfg)` lists what the profile names: every hub model it refers to (`models`, `retrieval`, `baselines`,
 `agentic`, `ar_study`, `seer`), the FlashRAG split files of its datasets, the wiki-18 corpus when
@@ -20,6 +20,8 @@ itself) or `LocalHub`, a directory laid out like the hub's URLs (`<repo>/resolve
 
 from __future__ import annotations
 
+import argparse
+
 import dataclasses
 import gzip
 import json
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Protocol
 
 from repro.assets import ASSET_SECTIONS, EXTERNAL_DIR, AssetError, _strings, fetched_dir, is_hub_id, sha256_file
-from repro.config import Profile
+from repro.config import Profile, load_profile
 from repro.io import atomic_dir, atomic_path, write_json
 
 MANIFEST = EXTERNAL_DIR / "manifest.json"
@@ -272,7 +274,7 @@ class HfHub:
     def __init__(self, profile: str = "P"):
         if offline():
             raise AssetError(f"HF_HUB_OFFLINE=1 (the Makefile's default) forbids downloads; run "
-                             f"`HF_HUB_OFFLINE=0 python -m repro.assets fetch --profile {profile}` (or --from DIR)")
+                             f"`HF_HUB_OFFLINE=0 python -m repro.remote fetch --profile {profile}` (or --from DIR)")
         from huggingface_hub import HfApi
 
         self.api = HfApi()
@@ -354,7 +356,7 @@ def import_prebuilt_index(cfg: Profile, log: Callable[[str], None] = print) -> P
                          f"{cfg.data.corpus.source}")
     fetched = read_manifest()
     if not WIKI18.exists() or "PeterJinGo/wiki-18-e5-index" not in fetched:
-        raise AssetError(f"{key}: fetch {WIKI18} and the e5 index first (`python -m repro.assets fetch "
+        raise AssetError(f"{key}: fetch {WIKI18} and the e5 index first (`python -m repro.remote fetch "
                          f"--profile {cfg.name}`)")
     # the data stage keys its index on the corpus file's sha256 (repro.data.corpus.file_fingerprint)
     corpus = fetched.get("PeterJinGo/wiki-18-corpus", {}).get("built", {}).get(str(WIKI18)) or sha256_file(WIKI18)
@@ -378,3 +380,36 @@ def import_prebuilt_index(cfg: Profile, log: Callable[[str], None] = print) -> P
                                            "revision": fetched["PeterJinGo/wiki-18-e5-index"]["revision"]})
     log(f"{out}: Search-R1's e5 Flat index ({index.ntotal} vectors) for retriever '{name}'")
     return out
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Fetch the external assets a profile names (paper profiles) at "
+                                                 "their pinned revisions, or list the known ones.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list")
+    f = sub.add_parser("fetch", help="download the hub assets the profile names at their pinned revisions; "
+                                     "needs HF_HUB_OFFLINE=0 unless --from is given")
+    f.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
+    f.add_argument("--from", dest="source", metavar="DIR", help="a local directory laid out like the hub")
+    f.add_argument("--dry-run", action="store_true", help="print what would be fetched and its size, nothing else")
+    args = parser.parse_args(argv)
+    if args.command == "list":
+        for row in REMOTE.values():  # fetched for the paper profiles (any other hub model: its safetensors)
+            print(f"{row.repo_type}:{row.repo:52s} {row.description}")
+        return
+    try:
+        cfg = load_profile(args.profile)
+        if not plan(cfg):
+            print(f"profile {cfg.name} names no external asset (embedded ones: `python -m repro.assets materialize`)")
+            return
+        fetch(cfg, LocalHub(args.source) if args.source else HfHub(cfg.name), args.dry_run)
+        if not args.dry_run:
+            import_prebuilt_index(cfg)
+    except AssetError as err:
+        raise SystemExit(f"error: {err}") from None
+
+
+if __name__ == "__main__":
+    from repro.remote import main as package_main  # raises repro.assets.AssetError, not a __main__ copy of it
+
+    package_main()

@@ -32,7 +32,7 @@ from repro.agentic.trajectory import Trajectory, compression
 from repro.assets import resolve
 from repro.config import AgenticConfig, ConfigError, Profile
 from repro.data import layout
-from repro.data.build import open_corpus
+from repro.data_stage import open_corpus
 from repro.data.corpus import PassageStore
 from repro.data.qa import read_qa
 from repro.generation import Generator, make_generator

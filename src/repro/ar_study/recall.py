@@ -32,13 +32,13 @@ from repro.ar_study.teacher import extraction_messages
 from repro.assets import resolve
 from repro.config import ArRecallConfig, Profile
 from repro.data import layout
-from repro.evaluation.records import RecordFile, fingerprint, process_resumably
-from repro.evaluation.runner import answer_in_passages
-from repro.evaluation.study import sample_rows
+from repro.data.answers import answer_in_passages
+from repro.data.splits import sample_rows
+from repro.evaluation.records import RecordFile, process_resumably
 from repro.generation import GenerationParams, make_generator
+from repro.io import fingerprint, model_fingerprint
 from repro.metrics import answer_recall, normalize_answer, text_length
 from repro.prompts import EVIDENCE_EXTRACTION_TEMPLATE, EVIDENCE_STOP, render_chat
-from repro.retrieval.cache import model_fingerprint
 from repro.retrieval.quality import read_contexts
 from repro.tags import extract_evidence, extract_rationale, is_well_formatted
 

@@ -29,15 +29,14 @@ from repro.ar_study.paths import teacher_path
 from repro.assets import resolve
 from repro.config import ArTeacherConfig, Profile
 from repro.data import layout
-from repro.data.answers import first_answer_sentence
-from repro.evaluation.records import RecordFile, fingerprint, process_resumably
-from repro.evaluation.refiners import passages_document
-from repro.evaluation.runner import answer_in_passages
-from repro.evaluation.study import sample_rows
+from repro.data.answers import answer_in_passages, first_answer_sentence
+from repro.data.splits import sample_rows
+from repro.evaluation.records import RecordFile, process_resumably
 from repro.generation import GenerationParams, Generator, make_generator
+from repro.io import fingerprint, model_fingerprint
 from repro.metrics import answer_recall, exact_match
-from repro.prompts import EVIDENCE_EXTRACTION_TEMPLATE, chat_messages, evidence_extraction_prompt, render_chat
-from repro.retrieval.cache import model_fingerprint
+from repro.prompts import (EVIDENCE_EXTRACTION_TEMPLATE, chat_messages, evidence_extraction_prompt, passages_document,
+                           render_chat)
 from repro.retrieval.quality import read_contexts
 from repro.tags import extract_answer, extract_evidence, extract_rationale
 

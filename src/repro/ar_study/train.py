@@ -20,9 +20,7 @@ from repro.ar_study.targets import sft_set
 from repro.ar_study.teacher import synthesize, teacher_rows, verdict_counts
 from repro.assets import resolve
 from repro.config import Profile
-from repro.evaluation.records import fingerprint
-from repro.io import write_json, write_jsonl
-from repro.retrieval.cache import model_fingerprint
+from repro.io import fingerprint, model_fingerprint, write_json, write_jsonl
 from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
 
 

@@ -34,14 +34,12 @@ from transformers import AutoTokenizer
 from repro.assets import resolve
 from repro.config import FilCoConfig, Profile, load_profile
 from repro.data import layout
+from repro.data.splits import sample_rows
 from repro.evaluation.refiners import PromptedRefiner
-from repro.evaluation.records import fingerprint
-from repro.evaluation.study import sample_rows
-from repro.io import write_jsonl
+from repro.io import fingerprint, model_fingerprint, write_jsonl
 from repro.metrics import f1
 from repro.preflight import require
 from repro.prompts import chat_messages, format_passages, passage_title_and_text
-from repro.retrieval.cache import model_fingerprint
 from repro.retrieval.quality import read_contexts
 from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
 

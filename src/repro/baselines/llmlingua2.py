@@ -28,7 +28,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from repro.config import LLMLingua2Config
-from repro.evaluation.refiners import Refinement, Refiner, passages_document
+from repro.evaluation.refiners import Refinement, Refiner
+from repro.prompts import passages_document
 
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 # llmlingua merges sub-word tokens into words by the model *name*: it must contain one of these.

@@ -41,20 +41,19 @@ from trl import DPOConfig, DPOTrainer
 from repro.assets import resolve
 from repro.config import Profile, SEERConfig, load_profile
 from repro.data import layout
-from repro.evaluation.answering import qa_messages
-from repro.evaluation.methods import ModelPool, qa_adapter
-from repro.evaluation.records import RecordFile, fingerprint
-from repro.evaluation.refiners import PromptedRefiner, passages_document
-from repro.evaluation.runner import answer_in_passages
-from repro.evaluation.study import sample_rows
+from repro.data.answers import answer_in_passages
+from repro.data.splits import sample_rows
+from repro.evaluation.answering import qa_adapter
+from repro.evaluation.records import RecordFile
+from repro.evaluation.refiners import PromptedRefiner
 from repro.generation import GenerationParams, Generator, Prompt
+from repro.generation.pool import ModelPool
 from repro.generation.prompting import encode
 from repro.generation.transformers_backend import TransformersGenerator
-from repro.io import write_json, write_jsonl
+from repro.io import fingerprint, model_fingerprint, write_json, write_jsonl
 from repro.metrics import normalize_answer
 from repro.preflight import require
-from repro.prompts import chat_messages
-from repro.retrieval.cache import model_fingerprint
+from repro.prompts import chat_messages, passages_document, qa_messages
 from repro.retrieval.encoders import TextEncoder
 from repro.retrieval.quality import read_contexts
 from repro.train.sft import example_length, fit_in_run_dir, lora_config, trainer_arguments

@@ -26,7 +26,8 @@ import torch
 
 from repro.baselines.sentences import SENTENCE_BOUNDARY, collapse_whitespace, sentence_spans
 from repro.config import SelectiveContextConfig
-from repro.evaluation.refiners import Refinement, Refiner, passages_document
+from repro.evaluation.refiners import Refinement, Refiner
+from repro.prompts import passages_document
 
 Span = tuple[int, int]
 

@@ -4,8 +4,8 @@
 - `loaders`   NQ / TriviaQA / HotpotQA / 2WikiMultihopQA / MuSiQue from local files or the FlashRAG hub repo
 - `corpus`    Search-R1/FlashRAG passages `{"id","contents":"\\"Title\\"\\ntext"}`, word chunking, random access
 - `fanoutqa`  the embedded sets built from FanOutQA + the offline Wikipedia extracts
-- `splits`    deterministic train/dev/test assignment by hashing ids
+- `splits`    deterministic train/dev/test assignment by hashing ids; seeded question subsets
 - `noise`     irrelevant-passage injection for the robustness study (Figure 5)
-- `answers`   SQuAD answer normalisation and "passage contains a golden answer"
-- `build`     the `data` stage: everything above for one profile
+- `answers`   "passage contains a golden answer" (on SQuAD-normalised text), for a passage and a contexts row
+- `layout`    where every stage writes, per profile
 """

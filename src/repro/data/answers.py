@@ -22,6 +22,12 @@ def has_answer(text: str, answers: Iterable[str]) -> bool:
     return any(norm and f" {norm} " in padded for norm in map(normalize_answer, answers))
 
 
+def answer_in_passages(row: dict) -> bool:
+    """Whether a passage text (title line excluded) of a contexts row contains a golden answer: DPR's has_answer,
+    as in Table 8."""
+    return any(has_answer(split_contents(p["contents"])[1], row["golden_answers"]) for p in row["passages"])
+
+
 @dataclasses.dataclass(frozen=True)
 class AnswerSentence:
     """The first passage sentence holding a golden answer: passage number (1-based), title, sentence, answer."""

@@ -1,4 +1,6 @@
-"""Where the data stage writes each artefact of a profile (all under data/<profile>/, DVC outputs).
+"""Where each stage writes the artefacts of a profile (all under data/<profile>/, DVC outputs).
+
+The data stage:
 
     corpus/passages.jsonl, corpus/corpus.json       the passages (embedded) and the corpus manifest
     qa/<dataset>/<split>.jsonl                      FlashRAG-format questions
@@ -6,6 +8,20 @@
     retrieval/<retriever>/<dataset>/<split>.jsonl   top-k passages per question (+ .manifest.json)
     retrieval/distractor/<dataset>/<split>.jsonl    shipped paragraphs of distractor-setting questions
     noise/<dataset>/<split>/k<k>.jsonl              retrieved + k irrelevant passages (Figure 5)
+
+The stages after it, where a path is read by more than one layer (a study's own files are named in its
+module: `repro.ar_study.paths`, `repro.baselines.filco.filco_dir`, `repro.baselines.seer.seer_dir`):
+
+    train/<name>/                                   a GRPO run (repro.train.run.TrainRun); `eviomni` is the main
+                                                    one, `ablation/<subset>` the Table 3 runs
+    train/format_warmup/                            the format warm-up of the starting policy (repro.train.warmup)
+    qa_generator/adapter/                           the LoRA QA generator (repro.train.sft)
+    predictions/<study>/<dataset>/<method>.jsonl    per-item records (+ .manifest.json, + .partial.jsonl while
+                                                    running); main_comparison/reading_check/<dataset>/ holds Zero
+                                                    and Full on the questions whose passages hold an answer (D91)
+
+Per-item records live under data/ (not results/): they are the intermediate every table and significance test of
+a study reads, and must survive a rerun of the notebook that renders them.
 
 A "contexts" row is a QA row plus `passages`: [{"id", "contents", "score"}...] in the order given to
 the reader, the single format every downstream study consumes.
@@ -54,3 +70,24 @@ def contexts_path(cfg: Profile, dataset: str, split: str, retriever: str | None 
     if spec.setting == "distractor":
         return retrieval_path(cfg.name, DISTRACTOR, dataset, split)
     return retrieval_path(cfg.name, retriever or cfg.retrieval.default, dataset, split)
+
+
+def train_run_dir(profile: str, name: str = "eviomni") -> Path:
+    """Where a profile's GRPO training run `name` lives (ablation runs use their own names)."""
+    return profile_dir(profile) / "train" / name
+
+
+def warmup_dir(profile: str) -> Path:
+    return profile_dir(profile) / "train" / "format_warmup"
+
+
+def qa_generator_dir(profile: str) -> Path:
+    return profile_dir(profile) / "qa_generator"
+
+
+def qa_adapter_dir(profile: str) -> Path:
+    return qa_generator_dir(profile) / "adapter"
+
+
+def predictions_path(profile: str, study: str, dataset: str, method: str) -> Path:
+    return profile_dir(profile) / "predictions" / study / dataset / f"{method}.jsonl"

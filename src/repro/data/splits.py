@@ -1,4 +1,4 @@
-"""Deterministic train/dev/test assignment by hashing ids.
+"""Deterministic train/dev/test assignment by hashing ids, and seeded question subsets.
 
 An id's split depends only on the id, the salt and the fractions, never on file order or on which other
 questions exist, so adding questions never moves existing ones between splits.
@@ -7,6 +7,7 @@ questions exist, so adding questions never moves existing ones between splits.
 from __future__ import annotations
 
 import hashlib
+import random
 
 
 def split_of(key: str, fractions: dict[str, float], salt: str = "") -> str:
@@ -23,3 +24,12 @@ def split_of(key: str, fractions: dict[str, float], salt: str = "") -> str:
         if u < cumulative:
             return name
     return list(fractions)[-1]
+
+
+def sample_rows(rows: list[dict], max_questions: int | None, seed: int) -> list[dict]:
+    """All rows, or a seeded random subset of `max_questions` kept in file order (FanOutQA lists the sub-questions
+    of one parent question together, so the first N would cover few topics)."""
+    if max_questions is None or max_questions >= len(rows):
+        return rows
+    keep = sorted(random.Random(seed).sample(range(len(rows)), max_questions))
+    return [rows[i] for i in keep]

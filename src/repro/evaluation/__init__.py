@@ -11,5 +11,4 @@
 - `latency`    Table 4's harness: seconds per query of evidence extraction
 - `cases`      Figure 8's case viewer: passages, each method's evidence, rationale and answer side by side
 - `figures`    the plots of the tables and of Figure 5
-- `paths`      where adapters and prediction files live
 """

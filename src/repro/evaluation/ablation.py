@@ -19,14 +19,14 @@ import pandas as pd
 
 from repro import stats
 from repro.config import Profile
-from repro.evaluation.methods import generator_id
-from repro.evaluation.paths import predictions_path
+from repro.data import layout
 from repro.evaluation.records import read_records
 from repro.evaluation.refiners import RationalExtractor
 from repro.evaluation.study import Study, evaluation_rows, with_evaluation_settings
 from repro.evaluation.tables import summarize
 from repro.generation import make_generator
-from repro.train.run import TrainRun, run_dir, train_extractor
+from repro.generation.pool import generator_id
+from repro.train.run import TrainRun, train_extractor
 
 STUDY = "ablation_answer_rewards"
 ANSWER_LABELS = {"rationale": "Rationale", "evidence": "Evidence", "full": "Full Ctx"}  # the paper's row names
@@ -45,7 +45,7 @@ def subset_name(subset: Sequence[str]) -> str:
 
 
 def ablation_run(cfg: Profile, subset: Sequence[str]) -> TrainRun:
-    return TrainRun(run_dir(cfg.name, f"ablation/{subset_name(subset)}"))
+    return TrainRun(layout.train_run_dir(cfg.name, f"ablation/{subset_name(subset)}"))
 
 
 def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:
@@ -64,7 +64,7 @@ def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:
         generator = make_generator(runner.ev.backend, str(run.extractor), dtype=dtype, progress=False)
         refiner = RationalExtractor(generator, generator_id(str(run.extractor), None, dtype), runner.params)
         for dataset, rows in sets.items():
-            path = predictions_path(cfg.name, STUDY, dataset, subset_name(subset))
+            path = layout.predictions_path(cfg.name, STUDY, dataset, subset_name(subset))
             runner.evaluate(rows, refiner, path, f"{subset_label(subset)} on {dataset}", progress)
             files.append({"subset": subset_label(subset), "dataset": dataset, "path": str(path)})
         del refiner, generator  # one extractor in memory at a time

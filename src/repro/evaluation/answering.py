@@ -9,14 +9,22 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 
+from repro.config import Profile
+from repro.data import layout
 from repro.generation import GenerationParams, Generator
-from repro.prompts import CLOSED_BOOK_QA_TEMPLATE, RAG_QA_TEMPLATE, chat_messages, closed_book_qa_prompt, rag_qa_prompt
+from repro.prompts import CLOSED_BOOK_QA_TEMPLATE, RAG_QA_TEMPLATE, qa_messages
 
 
-def qa_messages(question: str, evidence: str | None) -> list[dict[str, str]]:
-    prompt = closed_book_qa_prompt(question) if evidence is None else rag_qa_prompt(question, evidence)
-    return chat_messages(prompt)
+def qa_adapter(cfg: Profile) -> Path | None:
+    """The LoRA QA generator's adapter when the profile answers with it, else None (the base model)."""
+    if not cfg.evaluation.qa_adapter:
+        return None
+    path = layout.qa_adapter_dir(cfg.name)
+    if not (path / "adapter_model.safetensors").exists():
+        raise FileNotFoundError(f"{path}: no QA generator adapter yet (run the qa_generator stage)")
+    return path
 
 
 def read_prediction(output: str) -> str:

@@ -19,10 +19,11 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from repro.config import Profile
-from repro.evaluation.methods import METHODS, ModelPool, build_refiner
+from repro.evaluation.methods import METHODS, build_refiner
 from repro.evaluation.refiners import Refinement, Refiner
 from repro.evaluation.study import evaluation_rows, length_tokenizer
 from repro.generation import GenerationParams
+from repro.generation.pool import ModelPool
 from repro.metrics import text_length
 
 

@@ -19,19 +19,19 @@ A method key (params.yaml `evaluation.methods`, `latency.methods`) names a refin
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from repro.assets import resolve
 from repro.config import Profile
-from repro.evaluation.answering import Answerer
-from repro.evaluation.paths import adapter_dir
+from repro.data import layout
+from repro.evaluation.answering import Answerer, qa_adapter
 from repro.evaluation.refiners import ChainOfThought, ClosedBook, FullPassages, RationalExtractor, Refiner
-from repro.generation import GenerationParams, Generator, make_generator
+from repro.generation import GenerationParams
+from repro.generation.pool import ModelPool
 from repro.generation.transformers_backend import resolve_dtype
-from repro.retrieval.cache import model_fingerprint
+from repro.io import model_fingerprint
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,9 +63,9 @@ def extractor_model(key: str, cfg: Profile) -> str:
     if key in ("cot", "prompted_extractor"):
         return resolve(cfg.models.extractor, cfg.name)
     if key == "eviomni":
-        from repro.train.run import TrainRun, run_dir
+        from repro.train.run import TrainRun
 
-        extractor = TrainRun(run_dir(cfg.name)).extractor
+        extractor = TrainRun(layout.train_run_dir(cfg.name)).extractor
         if not extractor.is_dir():
             raise FileNotFoundError(f"{extractor}: no trained extractor yet (run the GRPO training stage)")
         return str(extractor)
@@ -74,28 +74,6 @@ def extractor_model(key: str, cfg: Profile) -> str:
             raise ValueError(f"profile {cfg.name} names no models.released_extractor")
         return resolve(cfg.models.released_extractor, cfg.name)
     raise ValueError(f"method {key!r} runs no model; known methods: {list(METHODS)}")
-
-
-def generator_id(model: str, adapter: str | None, dtype: str) -> str:
-    """What identifies a generator in a run's configuration: the weights' fingerprint (a hub id stands for itself),
-    the adapter's, and the dtype (D87)."""
-    return model_fingerprint(model) + (f"+lora:{model_fingerprint(adapter)}" if adapter else "") + f"@{dtype}"
-
-
-class ModelPool:
-    """Generators loaded once per (model, adapter) and shared by the methods of a study."""
-
-    def __init__(self, backend: str = "transformers", dtype: str = "auto", progress: bool = True):
-        self.backend, self.dtype, self.progress = backend, dtype, progress
-        self._loaded: dict[tuple[str, str | None], tuple[Generator, str]] = {}
-
-    def get(self, model: str, adapter: str | None = None) -> tuple[Generator, str]:
-        """(generator, `generator_id`)."""
-        key = (model, adapter)
-        if key not in self._loaded:
-            generator = make_generator(self.backend, model, adapter=adapter, dtype=self.dtype, progress=self.progress)
-            self._loaded[key] = (generator, generator_id(model, adapter, self.dtype))
-        return self._loaded[key]
 
 
 def build_baseline(key: str, cfg: Profile) -> Refiner:
@@ -162,16 +140,6 @@ def trained_baseline(key: str, cfg: Profile, pool: ModelPool, params: Generation
         refiner_class, adapter = SEERExtractor, extractor_adapter(cfg)
     generator, model_id = pool.get(resolve(cfg.models.extractor, cfg.name), str(adapter))
     return refiner_class(generator, model_id, params)
-
-
-def qa_adapter(cfg: Profile) -> Path | None:
-    """The LoRA QA generator's adapter when the profile answers with it, else None (the base model)."""
-    if not cfg.evaluation.qa_adapter:
-        return None
-    path = adapter_dir(cfg.name)
-    if not (path / "adapter_model.safetensors").exists():
-        raise FileNotFoundError(f"{path}: no QA generator adapter yet (run the qa_generator stage)")
-    return path
 
 
 def build_answerer(cfg: Profile, pool: ModelPool) -> Answerer:

@@ -29,7 +29,6 @@ over a `RecordFile` that the evaluation runner and the answer-recall study share
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import warnings
@@ -38,15 +37,10 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from repro.io import InputError, read_jsonl, write_json, write_jsonl
+from repro.io import InputError, fingerprint, read_jsonl, write_json, write_jsonl
 
 REQUIRED_FIELDS = ("id", "question", "golden_answers", "evidence", "prediction", "em", "f1", "passage_tokens",
                    "evidence_tokens", "cr")
-
-
-def fingerprint(config: dict) -> str:
-    """sha256 of a JSON-able configuration, independent of key order."""
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 
 def read_records(path: str | os.PathLike, required: Sequence[str] = REQUIRED_FIELDS) -> list[dict]:

@@ -30,7 +30,7 @@ from repro.prompts import (
     chat_messages,
     cot_prompt,
     evidence_extraction_prompt,
-    format_passages,
+    passages_document,
 )
 from repro.tags import extract_evidence
 
@@ -39,11 +39,6 @@ from repro.tags import extract_evidence
 class Refinement:
     evidence: str | None  # None: no document at all (closed-book)
     raw: str | None = None  # the refiner's output where it differs from the evidence
-
-
-def passages_document(row: dict) -> str:
-    """The formatted top-k passages of a contexts row: Full's document and the refiners' `{passages}`."""
-    return format_passages(row["passages"])
 
 
 class Refiner(abc.ABC):

@@ -12,17 +12,13 @@ import os
 import time
 from collections.abc import Sequence
 
-from repro.data.answers import has_answer
-from repro.data.corpus import split_contents
+from repro.data.answers import answer_in_passages
 from repro.evaluation.answering import Answerer, read_prediction
-from repro.evaluation.records import RecordFile, fingerprint, process_resumably
-from repro.evaluation.refiners import Refinement, Refiner, passages_document
+from repro.evaluation.records import RecordFile, process_resumably
+from repro.evaluation.refiners import Refinement, Refiner
+from repro.io import fingerprint
 from repro.metrics import compression_ratio, exact_match, f1, text_length
-
-
-def answer_in_passages(row: dict) -> bool:
-    """Whether a passage text (title line excluded) contains a golden answer: DPR's has_answer, as in Table 8."""
-    return any(has_answer(split_contents(p["contents"])[1], row["golden_answers"]) for p in row["passages"])
+from repro.prompts import passages_document
 
 
 def lengths(text: str, tokenizer) -> tuple[int, int]:

@@ -12,7 +12,6 @@ reused when its configuration is unchanged (repro.evaluation.records).
 from __future__ import annotations
 
 import dataclasses
-import random
 
 import pandas as pd
 from transformers import AutoTokenizer
@@ -20,11 +19,13 @@ from transformers import AutoTokenizer
 from repro.assets import resolve
 from repro.config import EvaluationConfig, Profile
 from repro.data import layout
-from repro.evaluation.methods import METHODS, ModelPool, build_answerer, build_refiner
-from repro.evaluation.paths import predictions_path
+from repro.data.answers import answer_in_passages
+from repro.data.splits import sample_rows
+from repro.evaluation.methods import METHODS, build_answerer, build_refiner
 from repro.evaluation.refiners import Refiner
-from repro.evaluation.runner import answer_in_passages, evaluate
+from repro.evaluation.runner import evaluate
 from repro.generation import GenerationParams
+from repro.generation.pool import ModelPool
 from repro.retrieval.quality import read_contexts
 
 MAIN_COMPARISON = "main_comparison"
@@ -32,15 +33,6 @@ DISTRACTOR_SETTING = "distractor_setting"
 NOISE_ROBUSTNESS = "noise_robustness"
 READING_CHECK = f"{MAIN_COMPARISON}/reading_check"  # part of the main comparison's predictions
 READING_CHECK_METHODS = ("zero", "full")
-
-
-def sample_rows(rows: list[dict], max_questions: int | None, seed: int) -> list[dict]:
-    """All rows, or a seeded random subset of `max_questions` kept in file order (FanOutQA lists the sub-questions
-    of one parent question together, so the first N would cover few topics)."""
-    if max_questions is None or max_questions >= len(rows):
-        return rows
-    keep = sorted(random.Random(seed).sample(range(len(rows)), max_questions))
-    return [rows[i] for i in keep]
 
 
 def evaluation_rows(cfg: Profile, dataset: str, split: str, max_questions: int | None = None) -> list[dict]:
@@ -88,7 +80,7 @@ def run_study(cfg: Profile, ev: EvaluationConfig | None, study: str, progress: b
     files = []
     for method in ev.methods:
         for dataset, rows in sets.items():
-            path = predictions_path(cfg.name, study, dataset, method)
+            path = layout.predictions_path(cfg.name, study, dataset, method)
             runner.evaluate(rows, runner.refiner(method), path, f"{METHODS[method].label} on {dataset}", progress)
             files.append({"dataset": dataset, "method": method, "path": str(path)})
     return pd.DataFrame(files, columns=["dataset", "method", "path"])
@@ -129,7 +121,7 @@ def run_noise_robustness(cfg: Profile, progress: bool = True) -> pd.DataFrame:
             rows = sample_rows(read_contexts(layout.noise_path(cfg.name, dataset, noise.split, k)), ev.max_questions,
                                cfg.seed)
             for method in ev.methods:
-                path = predictions_path(cfg.name, NOISE_ROBUSTNESS, f"{dataset}/k{k}", method)
+                path = layout.predictions_path(cfg.name, NOISE_ROBUSTNESS, f"{dataset}/k{k}", method)
                 runner.evaluate(rows, runner.refiner(method), path, f"{METHODS[method].label}, {dataset} + {k}",
                                 progress)
                 files.append({"dataset": dataset, "noise": k, "method": method, "path": str(path)})

@@ -1,7 +1,7 @@
 """Text generation behind one interface: `make_generator(backend, model, **kwargs).generate(prompts, params)`.
 
 Backends: `transformers` (CPU/GPU, batched), `vllm` (GPU) and `openai` (any OpenAI-compatible server).
-See `repro.generation.base` for the prompt and output contract.
+See `repro.generation.base` for the prompt and output contract; `repro.generation.pool` shares loaded generators.
 """
 
 from repro.generation.base import GenerationParams, Generator, Message, Prompt, cut_at_stop

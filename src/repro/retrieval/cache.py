@@ -9,30 +9,12 @@ mismatch is reported with the parts of the key that differ.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 from pathlib import Path
 
 from repro.config import RetrieverConfig
-from repro.io import write_json
-
-MODEL_FILES = ("*.json", "*.safetensors", "*.txt", "*.model")
-
-
-def model_fingerprint(ref: str) -> str:
-    """sha256 over a local model directory's config, weight and vocabulary files; a hub id stands for
-    itself (pin a revision by downloading it to a directory)."""
-    path = Path(ref)
-    if not path.is_dir():
-        return ref
-    digest = hashlib.sha256()
-    for file in sorted(f for pattern in MODEL_FILES for f in path.rglob(pattern)):
-        digest.update(str(file.relative_to(path)).encode())
-        with open(file, "rb") as f:
-            digest.update(hashlib.file_digest(f, "sha256").digest())
-    return digest.hexdigest()
-
+from repro.io import model_fingerprint, write_json
 
 def retriever_key(cfg: RetrieverConfig, query_model: str | None, passage_model: str | None) -> dict:
     models = {"query": model_fingerprint(query_model) if query_model else None,

@@ -11,6 +11,6 @@
 """
 
 from repro.train.logs import read_log
-from repro.train.run import TrainRun, fit, run_dir, train_extractor, train_in_process
+from repro.train.run import TrainRun, fit, train_extractor, train_in_process
 
-__all__ = ["TrainRun", "fit", "read_log", "run_dir", "train_extractor", "train_in_process"]
+__all__ = ["TrainRun", "fit", "read_log", "train_extractor", "train_in_process"]

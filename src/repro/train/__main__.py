@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 
 from repro.config import PARAMS_FILE, load_profile
-from repro.train.run import run_dir, train_in_process
+from repro.data import layout
+from repro.train.run import train_in_process
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -21,7 +22,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     cfg = load_profile(args.profile, args.params)
     subset = args.answer_subset.split(",") if args.answer_subset else None
-    run = train_in_process(cfg, args.run_dir or run_dir(cfg.name), answer_subset=subset, max_steps=args.max_steps)
+    run = train_in_process(cfg, args.run_dir or layout.train_run_dir(cfg.name), answer_subset=subset,
+                           max_steps=args.max_steps)
     print(run.extractor)
 
 

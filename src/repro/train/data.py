@@ -17,11 +17,6 @@ from repro.data.answers import has_answer
 from repro.data.qa import read_contexts
 
 
-def extraction_messages(question: str, passages: str) -> list[dict[str, str]]:
-    """The chat prompt the policy extracts from: Table 14 over the formatted passages as the user turn (D3)."""
-    return prompts.chat_messages(prompts.evidence_extraction_prompt(question, passages))
-
-
 def gold_passages(passages: Sequence[dict], golden_answers: Sequence[str]) -> list[int]:
     """ARENA's gold passage numbers (1-based, D129): the supporting paragraphs where the data marks them
     (`is_supporting`: HotpotQA/2Wiki/MuSiQue distractor settings, FanOutQA's evidence pages), else the
@@ -36,7 +31,7 @@ def extraction_row(row: dict, tokenizer, length_unit: str) -> dict:
     passages = prompts.format_passages(row["passages"])
     return {
         "id": str(row["id"]),
-        "prompt": extraction_messages(row["question"], passages),
+        "prompt": prompts.extraction_messages(row["question"], passages),
         "question": row["question"],
         "passages": passages,
         "golden_answers": list(row["golden_answers"]),

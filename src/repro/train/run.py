@@ -19,7 +19,6 @@ through `accelerate launch` (multi-GPU, DeepSpeed); otherwise it runs in this pr
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import shutil
 import subprocess
@@ -39,7 +38,7 @@ from trl import GRPOConfig
 from repro.assets import resolve
 from repro.config import Profile, RewardsConfig, TrainConfig
 from repro.data import layout
-from repro.io import write_json
+from repro.io import fingerprint, write_json
 from repro.nli import NLIScorer
 from repro.rewards import REWARD_DESIGNS
 from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
@@ -83,11 +82,6 @@ class TrainRun:
 
     def selection(self) -> dict:
         return json.loads(self.selection_file.read_text(encoding="utf-8"))
-
-
-def run_dir(profile: str, name: str = "eviomni") -> Path:
-    """Where a profile's training run `name` lives (ablation runs use their own names)."""
-    return layout.profile_dir(profile) / "train" / name
 
 
 def _train_config(cfg: Profile, max_steps: int | None) -> TrainConfig:
@@ -135,20 +129,16 @@ def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool
     )
 
 
-def _fingerprint(config: dict) -> str:
-    return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
-
-
 def _prepare_run_dir(run: TrainRun, config: dict, is_main: bool) -> None:
     """Keep the run directory when it belongs to `config` (resume), else clear it."""
-    fingerprint = _fingerprint(config)
+    expected = fingerprint(config)
     if not is_main:
         return
-    if run.config_file.exists() and json.loads(run.config_file.read_text())["fingerprint"] != fingerprint:
+    if run.config_file.exists() and json.loads(run.config_file.read_text())["fingerprint"] != expected:
         warnings.warn(f"{run.root} holds a run of another configuration; its checkpoints are discarded")
         shutil.rmtree(run.root)
     if not run.config_file.exists():
-        write_json(run.config_file, {"fingerprint": fingerprint, **config})
+        write_json(run.config_file, {"fingerprint": expected, **config})
 
 
 def export_checkpoint(checkpoint: Path, out: Path) -> None:
@@ -195,7 +185,7 @@ def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_r
     args = grpo_args(cfg, train, run.checkpoints, progress)
     config = {"profile": cfg.name, "seed": cfg.seed, "extractor": cfg.models.extractor, "dtype": cfg.models.dtype,
               "train": dataclasses.asdict(train), "rewards": dataclasses.asdict(rewards_cfg),
-              "train_rows": _fingerprint(list(train_rows)), "dev_rows": _fingerprint(list(dev_rows)),
+              "train_rows": fingerprint(list(train_rows)), "dev_rows": fingerprint(list(dev_rows)),
               "processes": args.world_size}
     _prepare_run_dir(run, config, args.process_index == 0)
     trainer = EviOmniTrainer(
@@ -235,7 +225,7 @@ def train_in_process(cfg: Profile, root: str | Path | None = None, *, answer_sub
     tokenizer = AutoTokenizer.from_pretrained(resolve(cfg.models.extractor, cfg.name))
     train_rows = split_rows(cfg, "train", tokenizer, train.max_train_questions)
     dev_rows = split_rows(cfg, "dev", tokenizer, train.dev_max_questions)
-    run = TrainRun(Path(root) if root is not None else run_dir(cfg.name))
+    run = TrainRun(Path(root) if root is not None else layout.train_run_dir(cfg.name))
     return fit(cfg, run, train_rows, dev_rows, answer_subset=answer_subset, max_steps=max_steps, progress=progress)
 
 
@@ -262,7 +252,7 @@ def train_extractor(cfg: Profile, root: str | Path | None = None, *, answer_subs
     Runs in this process, or under `accelerate launch --config_file <accelerate_config>` (default:
     `train.accelerate_config` of the profile) for multi-process training."""
     accelerate_config = accelerate_config or _train_config(cfg, max_steps).accelerate_config
-    root = Path(root) if root is not None else run_dir(cfg.name)
+    root = Path(root) if root is not None else layout.train_run_dir(cfg.name)
     if accelerate_config is None:
         return train_in_process(cfg, root, answer_subset=answer_subset, max_steps=max_steps)
     starting_policy(cfg)  # the format warm-up, if any, runs once, before any worker process starts

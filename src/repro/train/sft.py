@@ -5,7 +5,7 @@
 
 For each question of the configured training splits there is one conversational prompt-completion example per
 `qa_generator.inputs` entry: "passages" = Table 11 over the formatted top-k passages, "question" = Table 12
-(for Zero). The prompts are built by the same function the evaluation uses (repro.evaluation.answering), the
+(for Zero). The prompts are built by the same function the evaluation uses (repro.prompts.qa_messages), the
 completion is the first golden answer, and the loss covers the completion only (TRL's completion_only_loss).
 `require_answer_in_passages` keeps only questions whose passages hold an answer (the CPU profiles: a few dozen
 examples must teach reading, and FanOutQA's top-5 hold the answer for a fifth of the questions, NQ's for three
@@ -40,15 +40,11 @@ from trl import SFTConfig, SFTTrainer
 from repro.assets import resolve
 from repro.config import LoRASFTConfig, Profile, load_profile
 from repro.data import layout
-from repro.evaluation.answering import qa_messages
-from repro.evaluation.paths import qa_generator_dir
-from repro.evaluation.records import fingerprint
-from repro.evaluation.refiners import passages_document
-from repro.evaluation.runner import answer_in_passages
-from repro.evaluation.study import sample_rows
-from repro.io import atomic_dir, write_json, write_jsonl
+from repro.data.answers import answer_in_passages
+from repro.data.splits import sample_rows
+from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json, write_jsonl
 from repro.preflight import require
-from repro.retrieval.cache import model_fingerprint
+from repro.prompts import passages_document, qa_messages
 from repro.retrieval.quality import read_contexts
 from repro.train.fused_head import compact_fused_lm_head_on_cpu
 
@@ -159,7 +155,7 @@ def train_qa_generator(cfg: Profile, root: str | Path | None = None, *, progress
     sft = cfg.qa_generator
     if sft is None:
         raise ValueError(f"profile {cfg.name} has no qa_generator section")
-    root = Path(root) if root is not None else qa_generator_dir(cfg.name)
+    root = Path(root) if root is not None else layout.qa_generator_dir(cfg.name)
     model = resolve(cfg.models.generator, cfg.name)
     examples, dropped = training_examples(cfg, AutoTokenizer.from_pretrained(model))
     if not examples:

@@ -37,18 +37,11 @@ from repro.assets import resolve
 from repro.config import Profile, load_profile
 from repro.data import layout
 from repro.data.answers import first_answer_sentence
-from repro.evaluation.records import fingerprint
-from repro.evaluation.study import sample_rows
-from repro.io import atomic_dir, write_json
-from repro.prompts import format_passages
-from repro.retrieval.cache import model_fingerprint
+from repro.data.splits import sample_rows
+from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json
+from repro.prompts import extraction_messages, format_passages
 from repro.retrieval.quality import read_contexts
-from repro.train.data import extraction_messages
 from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
-
-
-def warmup_dir(profile: str) -> Path:
-    return layout.profile_dir(profile) / "train" / "format_warmup"
 
 
 def warmup_target(row: dict) -> str | None:
@@ -107,7 +100,7 @@ def starting_policy(cfg: Profile, root: str | Path | None = None, progress: bool
     if warmup is None:
         return resolve(cfg.models.extractor, cfg.name)
     rows = read_contexts(layout.contexts_path(cfg, cfg.train.dataset, warmup.split))
-    root = Path(root) if root is not None else warmup_dir(cfg.name)
+    root = Path(root) if root is not None else layout.warmup_dir(cfg.name)
     return str(warm_up_policy(cfg, rows, root, progress))
 
 
@@ -119,7 +112,7 @@ def main(argv: list[str] | None = None) -> None:
     cfg = load_profile(args.profile)
     policy = starting_policy(cfg)
     warmup = cfg.train.format_warmup
-    write_json(warmup_dir(cfg.name) / "policy.json",
+    write_json(layout.warmup_dir(cfg.name) / "policy.json",
                {"policy": policy, "extractor": cfg.models.extractor,
                 "format_warmup": dataclasses.asdict(warmup) if warmup is not None else None})
     print(policy)

@@ -1,5 +1,8 @@
 """The `data` stage of one profile: corpus, QA sets, indexes, retrieval results and noisy contexts.
 
+It composes `repro.data` and `repro.retrieval` (distractor paragraphs are BM25 neighbours, noisy contexts start from
+the retrieved ones), so it sits above both (docs/architecture.md, "Layers").
+
 Each step is a function the 00_data notebook calls in turn; together they write everything listed in
 `repro.data.layout`. Indexes and retrieval results are reused when their manifests match (see
 `repro.retrieval.cache`), so re-running the stage after an unrelated change costs seconds.
