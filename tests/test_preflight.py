@@ -87,7 +87,7 @@ def test_the_longest_prompt_is_measured_with_the_chat_template(tmp_path, monkeyp
     from repro.data import layout
     from repro.io import write_jsonl
     from repro.prompts import format_passages
-    from repro.train.data import extraction_messages
+    from repro.prompts import extraction_messages
 
     tokenizer_dir = word_tokenizer(tmp_path / "tokenizer")
     cfg = load_profile("ci")
