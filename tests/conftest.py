@@ -54,3 +54,12 @@ def paper_excerpts(source: str = PAPER_SEED) -> dict[tuple[int, int], list[str]]
 def paper_text(source: str = PAPER_SEED) -> str:
     """The excerpts of `source` joined, in source order."""
     return "\n".join(line for _, lines in sorted(paper_excerpts(source).items()) for line in lines)
+
+
+def tagged_texts():
+    """Hypothesis strategy: arbitrary text mixed with the response format's tags, whitespace and non-ASCII."""
+    from hypothesis import strategies as st
+
+    pieces = st.sampled_from(["<reason>", "</reason>", "<extract>", "</extract>", "<answer>", "</answer>", "<", ">",
+                              " ", "\n", "the", "a", "Paris", "é", "İ", "ß", "\u200b", "."])
+    return st.lists(pieces | st.text(max_size=8), max_size=30).map("".join)
