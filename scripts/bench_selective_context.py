@@ -69,7 +69,8 @@ def main(argv: list[str] | None = None) -> None:
 
     path = assets.resolve(args.model, args.profile)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(args.dtype, torch.device("cpu"))).eval()
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=resolve_dtype(args.dtype, torch.device("cpu")),
+                                                 use_safetensors=True).eval()
     groups = scored_texts(passages(args.passages), args.condition_on)
     self_information(groups[0], model, tokenizer)  # warm-up
     tokens = sum(len(tokenizer(t, add_special_tokens=False)["input_ids"]) for group in groups for t in group)

@@ -34,7 +34,7 @@ def rollout_kind(text: str, n_tokens: int, max_tokens: int) -> str:
 
 def format_counts(policy: str, rows: list[dict], samples: int, max_tokens: int, seed: int) -> collections.Counter:
     tokenizer = AutoTokenizer.from_pretrained(policy, padding_side="left")
-    model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.bfloat16)
+    model = AutoModelForCausalLM.from_pretrained(policy, dtype=torch.bfloat16, use_safetensors=True)
     torch.manual_seed(seed)
     counts = collections.Counter()
     for row in tqdm(rows, desc=policy):

@@ -1,12 +1,18 @@
 """The Search-R1-compatible retrieval server and its client, against a real instance on 127.0.0.1 (ephemeral
 port) serving BM25 over a small corpus written for the module."""
 
+import contextlib
 import http.client
 import json
+import socket
+import string
 import threading
+import time
 from urllib.parse import urlsplit
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from repro.agentic.search import LocalSearch, RetrievalClient, RetrievalError
 from repro.agentic.server import RetrievalServer
@@ -139,3 +145,144 @@ def test_close_frees_the_port(local_search):
     server.close()
     with pytest.raises(RetrievalError):
         RetrievalClient(url, timeout=2).search(["Teide"], 1)
+
+
+# Hostile input (D105): every request gets a well-formed HTTP answer with a status ------------------------------
+
+
+class FailingSearch:
+    """Fails on the query "boom", as a retriever out of memory would; delegates everything else."""
+
+    def __init__(self, search):
+        self.inner = search
+
+    def search(self, queries, topk):
+        if "boom" in queries:
+            raise MemoryError("index shard unavailable")
+        return self.inner.search(queries, topk)
+
+
+@pytest.fixture(scope="module")
+def hostile_server(local_search):
+    with RetrievalServer(FailingSearch(local_search), default_topk=2, max_topk=5, max_queries=4,
+                         max_body_bytes=100_000, read_timeout=0.5) as server:
+        yield server
+
+
+def exchange(server, data: bytes, method: str = "POST", half_close: bool = True) -> tuple[int, dict, bytes]:
+    """Send raw bytes, read one answer with http.client's parser (which rejects a malformed one)."""
+    url = urlsplit(server.url)
+    with socket.create_connection((url.hostname, url.port), timeout=10) as sock:
+        sock.sendall(data)
+        if half_close:
+            with contextlib.suppress(OSError):  # the server may have answered and closed already
+                sock.shutdown(socket.SHUT_WR)
+        response = http.client.HTTPResponse(sock, method=method)
+        response.begin()
+        body = response.read()
+        return response.status, dict(response.getheaders()), body
+
+
+def request_bytes(body: bytes, headers: list[tuple[str, str]], method: str = "POST", path: str = "/retrieve") -> bytes:
+    head = f"{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n".encode()
+    head += b"".join(f"{name}: {value}\r\n".encode() for name, value in headers)
+    return head + b"\r\n" + body
+
+
+def assert_answered_with_json_error(status, headers, body, expected):
+    assert status == expected, body
+    assert expected < 400 or "error" in json.loads(body)
+
+
+@pytest.mark.parametrize("length", ["²", "١٢", "-1", "1e3", "12x", "0x10", "99999999999999999999999", ""])
+def test_a_non_ascii_or_invalid_content_length_is_answered_400(hostile_server, length):
+    status, headers, body = exchange(hostile_server, request_bytes(b'{"queries": ["q"]}', [("Content-Length", length)]))
+    assert_answered_with_json_error(status, headers, body, 400)
+
+
+@pytest.mark.parametrize("body", [b"[" * 50_000 + b"]" * 50_000, b'{"a":' * 15_000 + b"1" + b"}" * 15_000,
+                                  b'{"queries": ["q"], "topk": ' + b"9" * 5000 + b"}", b'"\xff\xfe"',
+                                  b'{"queries": ["\\ud800"]}'])
+def test_deep_nesting_huge_numbers_and_bad_encodings_are_answered_400(hostile_server, body):
+    status, headers, payload = exchange(hostile_server, request_bytes(body, [("Content-Length", str(len(body)))]))
+    assert_answered_with_json_error(status, headers, payload, 400)
+
+
+def test_an_exception_inside_the_search_is_answered_500_with_its_message(hostile_server, capsys):
+    body = json.dumps({"queries": ["boom"]}).encode()
+    status, headers, payload = exchange(hostile_server, request_bytes(body, [("Content-Length", str(len(body)))]))
+    assert status == 500 and json.loads(payload)["error"] == "the search failed: MemoryError: index shard unavailable"
+    assert "index shard unavailable" in capsys.readouterr().err
+    assert RetrievalClient(hostile_server.url).search(["Teide"], 1)  # and the server keeps serving
+
+
+def test_a_stalled_request_is_answered_408_after_the_read_timeout(hostile_server):
+    started = time.monotonic()
+    partial_body = request_bytes(b'{"quer', [("Content-Length", "18")])
+    assert exchange(hostile_server, partial_body, half_close=False)[0] == 408
+    partial_headers = b"POST /retrieve HTTP/1.1\r\nContent-Le"
+    assert exchange(hostile_server, partial_headers, half_close=False)[0] == 408
+    assert time.monotonic() - started < 5
+
+
+def test_a_body_shorter_than_its_content_length_and_odd_request_lines_are_answered(hostile_server):
+    assert exchange(hostile_server, request_bytes(b'{"q', [("Content-Length", "18")]))[0] == 400
+    assert exchange(hostile_server, b"\r\n\r\n")[0] == 400
+    assert exchange(hostile_server, b"POST /retrieve HTTP/0.9\r\n\r\n")[0] == 505
+    assert exchange(hostile_server, b"BREW /retrieve HTTP/1.1\r\n\r\n")[0] == 501
+
+
+def test_connections_beyond_the_thread_bound_are_answered_503(local_search):
+    with RetrievalServer(local_search, read_timeout=2.0, max_threads=1) as server:
+        url = urlsplit(server.url)
+        with socket.create_connection((url.hostname, url.port), timeout=10) as holder:
+            holder.sendall(b"POST /retrieve HTTP/1.1\r\n")  # holds the only worker until its read times out
+            time.sleep(0.2)
+            status, headers, body = exchange(server, request_bytes(b"{}", [("Content-Length", "2")]))
+            assert status == 503 and headers["Retry-After"] == "1" and "busy" in json.loads(body)["error"]
+        body = json.dumps({"queries": ["Teide"]}).encode()
+        for _ in range(50):  # the holder has gone: its worker is free again once it has finished
+            if exchange(server, request_bytes(body, [("Content-Length", str(len(body)))]))[0] == 200:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the worker slot was never released")
+
+
+def test_the_server_binds_only_to_loopback(local_search):
+    with RetrievalServer(local_search) as server:
+        assert server._httpd.server_address[0] == "127.0.0.1"
+        assert urlsplit(server.url).hostname == "127.0.0.1"
+
+
+HEADER_NAME = st.text(alphabet=string.ascii_letters + string.digits + "-", min_size=1, max_size=20)
+HEADER_VALUE = st.text(st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=40)
+JSON_VALUE = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+                          lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner,
+                                                                                        max_size=4), max_leaves=12)
+REQUEST_LIKE = st.fixed_dictionaries({}, optional={"queries": st.lists(st.text(max_size=30), max_size=5) | JSON_VALUE,
+                                                   "topk": st.integers(-2, 8) | JSON_VALUE,
+                                                   "return_scores": st.booleans() | JSON_VALUE,
+                                                   "other": JSON_VALUE})
+BODY = st.one_of(st.binary(max_size=300), JSON_VALUE.map(lambda v: json.dumps(v).encode()),
+                 REQUEST_LIKE.map(lambda v: json.dumps(v).encode()),
+                 st.integers(0, 3000).map(lambda n: b"[" * n + b"]" * n))
+LENGTH = st.one_of(st.just("exact"), st.none(), HEADER_VALUE, st.integers(0, 400).map(str))
+HEADERS = st.lists(st.tuples(st.sampled_from(["Content-Type", "Content-Length", "Expect", "Connection",
+                                              "Transfer-Encoding", "Accept"]) | HEADER_NAME, HEADER_VALUE), max_size=4)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow])
+@given(method=st.sampled_from(["POST", "POST", "GET", "PUT", "DELETE", "OPTIONS"]),
+       path=st.sampled_from(["/retrieve", "/retrieve", "/", "/retrieve?topk=2", "/%ff"]),
+       body=BODY, length=LENGTH, headers=HEADERS)
+def test_arbitrary_requests_always_get_a_well_formed_answer_with_a_status(hostile_server, method, path, body, length,
+                                                                          headers):
+    length_header = [] if length is None else [("Content-Length", str(len(body)) if length == "exact" else length)]
+    status, response_headers, payload = exchange(hostile_server, request_bytes(body, length_header + headers,
+                                                                               method, path), method)
+    assert status in {200, 400, 404, 405, 408, 411, 413, 417, 501}
+    if response_headers.get("Content-Type") == "application/json":
+        answer = json.loads(payload)
+        assert ("result" in answer) if status == 200 else isinstance(answer["error"], str)

@@ -37,6 +37,7 @@ from repro.data import layout
 from repro.evaluation.records import read_records
 from repro.io import write_jsonl
 from repro.generation import GenerationParams, Generator
+from repro.generation.openai_client import HTTPGenerationError
 from repro.generation.transformers_backend import TransformersGenerator
 from repro.paper import load_paper_tables
 from repro.prompts import evidence_extraction_prompt, format_passages, render_chat
@@ -270,6 +271,16 @@ def test_scaffold_needs_a_local_backend():
         dataclasses.replace(cfg, scaffold=[8, 8, 8])
     with pytest.raises(ConfigError, match="scaffold"):
         dataclasses.replace(cfg, backend="transformers", scaffold=[8, 8])
+
+
+def test_an_http_teacher_keeps_its_finished_requests_in_the_request_cache(tmp_path):
+    cfg = load_profile("paper-1.5b")  # DeepSeek-R1 over the OpenAI API; here an address where nothing listens
+    teacher = dataclasses.replace(cfg.ar_study.teacher, options={"base_url": "http://127.0.0.1:9/v1", "max_retries": 0})
+    cfg = dataclasses.replace(cfg, ar_study=dataclasses.replace(cfg.ar_study, teacher=teacher))
+    http_teacher = Teacher(cfg, progress=False, request_cache=tmp_path / "requests.partial.jsonl")
+    with pytest.raises(HTTPGenerationError, match="failed after 1 attempts"):
+        http_teacher.respond([ROW])
+    assert http_teacher._generator.cache_path == tmp_path / "requests.partial.jsonl"
 
 
 def _write_contexts(cfg, dataset: str, split: str, rows: list[dict]) -> None:

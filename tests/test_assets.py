@@ -68,7 +68,7 @@ def test_tiny_random_llama_is_deterministic_and_has_the_real_tokenizer(tmp_path)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 
     tok = AutoTokenizer.from_pretrained(first)
-    model = AutoModelForCausalLM.from_pretrained(first)
+    model = AutoModelForCausalLM.from_pretrained(first, use_safetensors=True)
     assert tok.eos_token == "<|im_end|>" and model.config.eos_token_id == tok.eos_token_id
     prompt = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
     assert prompt.startswith("<|im_start|>") and prompt.endswith("<|im_start|>assistant\n")
@@ -80,7 +80,7 @@ def test_smollm2_export_loads_without_gguf_and_answers(tmp_path):
     assets.export_smollm2(tmp_path)
     assert not list(tmp_path.glob("*.gguf")) and (tmp_path / "model.safetensors").is_file()
     tok = AutoTokenizer.from_pretrained(tmp_path)
-    model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32, use_safetensors=True)
     assert model.num_parameters() == 134_515_008
     inputs = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
                                      add_generation_prompt=True, return_tensors="pt", return_dict=True)

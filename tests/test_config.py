@@ -1,10 +1,12 @@
 """Every profile in params.yaml validates against the schema; bad profiles fail with the key's path."""
 
+import importlib
+import inspect
 import textwrap
 
 import pytest
 
-from repro.config import ConfigError, Profile, load_profile, profile_names
+from repro.config import GENERATOR_OPTIONS, ConfigError, Profile, _build, load_profile, profile_names, read_params
 
 PAPER_PROFILES = ["paper-1p5b", "paper-7b"]
 
@@ -80,3 +82,42 @@ def test_missing_key_and_unknown_profile(tmp_path):
     assert load_profile(params_path=path).models.agents == ["c"]
     with pytest.raises(ConfigError, match=r"unknown profile 'q'; defined: \['p'\]"):
         load_profile("q", params_path=path)
+
+
+def test_a_key_given_twice_is_rejected_with_its_path_and_lines(tmp_path):
+    path = _params(tmp_path, VALID.replace("    seed: 0\n", "    seed: 0\n    seed: 1\n") % "")
+    with pytest.raises(ConfigError, match=r"params.yaml:7: profiles\.p\.seed: duplicate key \(first given on line 6\)"):
+        load_profile(params_path=path)
+    path = _params(tmp_path, VALID % ", generator: d")
+    with pytest.raises(ConfigError, match=r"profiles\.p\.models\.generator: duplicate key"):
+        load_profile(params_path=path)
+
+
+@pytest.mark.parametrize("value", [".nan", ".NaN", ".inf", "-.inf", "+.Inf"])
+def test_nan_and_infinities_are_rejected_with_their_path(tmp_path, value):
+    path = _params(tmp_path, VALID % f", other: [{{x: 1.0}}, {{x: {value}}}]")
+    with pytest.raises(ConfigError, match=r"profiles\.p\.models\.other\[1\]\.x: -?(nan|inf) is not allowed"):
+        load_profile(params_path=path)
+
+
+def test_backend_options_are_checked_against_the_backend_at_load_time(tmp_path):
+    params = read_params()
+    agentic = params["profiles"]["ci"]["agentic"]
+    agentic["agent_options"] = {"gpu_memory_utilisation": 0.5}
+    with pytest.raises(ConfigError, match=r"agentic\.agent_options: unknown option\(s\) \['gpu_memory_utilisation'\] "
+                                          r"for backend transformers; allowed: \['adapter', 'dtype', 'device'\]"):
+        _build(Profile, {"name": "ci", **params["profiles"]["ci"]}, "profiles.ci")
+    agentic["agent_options"] = {"progress": False}
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) \['progress'\]"):
+        _build(Profile, {"name": "ci", **params["profiles"]["ci"]}, "profiles.ci")
+
+
+@pytest.mark.parametrize("backend, module, cls", [
+    ("transformers", "repro.generation.transformers_backend", "TransformersGenerator"),
+    ("vllm", "repro.generation.vllm_backend", "VLLMGenerator"),
+    ("openai", "repro.generation.openai_client", "OpenAIClientGenerator"),
+])
+def test_known_options_are_the_backend_constructors_keywords(backend, module, cls):
+    signature = inspect.signature(getattr(importlib.import_module(module), cls))
+    keywords = [p.name for p in signature.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    assert list(GENERATOR_OPTIONS[backend]) == keywords

@@ -99,6 +99,17 @@ def test_invalid_json_names_the_line(tmp_path):
         list(read_qa(path))
 
 
+def test_invalid_utf8_names_the_file_and_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_bytes(GOOD.encode() + b"\n" + '{"id": "b", "question": "caf\u00e9?"}'.encode("latin-1") + b"\n")
+    with pytest.raises(InputError, match=r"bad\.jsonl:2: invalid UTF-8 at byte 28 of the line"):
+        list(read_qa(path))
+    raw = tmp_path / "dev.json"
+    raw.write_bytes(b'[\n{"_id": "x",\n "question": "\xff"}]')
+    with pytest.raises(InputError, match=r"dev\.json:3: invalid UTF-8"):
+        list(read_wiki_multihop(raw))
+
+
 def test_distractor_row_without_paragraphs_is_rejected(tmp_path):
     path = _write(tmp_path, [GOOD])
     with pytest.raises(InputError, match=r"bad\.jsonl:1: field 'metadata'"):

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from repro.generation import GenerationParams, make_generator
-from repro.generation.openai_client import HTTPGenerationError
+from repro.generation.openai_client import HTTPGenerationError, retry_after_seconds
 from repro.generation.transformers_backend import TransformersGenerator
 
 MODEL = "teacher"
@@ -207,3 +207,56 @@ def test_included_stop_strings_are_refused(server):
     with pytest.raises(ValueError, match="include_stop is not supported over HTTP"):
         client(server).generate(["hi"], GenerationParams(stop="</extract>", include_stop=True))
     assert server.attempts == []
+
+
+def test_retry_after_is_capped(server, local_generator):
+    server.faults = [(503, {"Retry-After": "3600"}), (429, {"Retry-After": "Wed, 21 Oct 2099 07:28:00 GMT"})]
+    params = GenerationParams(max_new_tokens=4)
+    started = time.monotonic()
+    completions = client(server, max_retry_after=0.05).generate(["hi"], params)
+    assert time.monotonic() - started < 5 and len(server.attempts) == 3
+    assert completions == local_generator.generate(["hi"], params)
+
+
+def test_retry_after_header_values():
+    assert retry_after_seconds("7") == 7.0 and retry_after_seconds("1.5") == 1.5
+    assert retry_after_seconds("-3") == 0.0 and retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0.0
+    assert retry_after_seconds(None) is retry_after_seconds("soon") is retry_after_seconds("nan") is None
+
+
+def test_a_call_stops_at_its_overall_deadline(server):
+    server.faults = [(503, {"Retry-After": "1"})] * 20
+    started = time.monotonic()
+    with pytest.raises(HTTPGenerationError, match=r"deadline of 0.5 s passed; last: HTTP 503"):
+        client(server, max_retries=20, deadline=0.5).generate(["hi"], GenerationParams(max_new_tokens=4))
+    assert time.monotonic() - started < 2 and len(server.attempts) == 1  # a wait past the deadline is not begun
+    server.faults = [("delay", 1.0)]
+    started = time.monotonic()
+    with pytest.raises(HTTPGenerationError, match="deadline"):  # the attempt's timeout shrinks to what is left
+        client(server, timeout=30, deadline=0.3).generate(["hi"], GenerationParams(max_new_tokens=4))
+    assert time.monotonic() - started < 1
+
+
+def test_finished_requests_of_a_failed_call_are_kept_and_not_sent_again(server, local_generator, tmp_path):
+    params = GenerationParams(max_new_tokens=6)
+    expected = [local_generator.generate([p], params)[0] for p in PROMPTS]
+    server.faults = [("delay", 0), ("delay", 0), (400, {})]  # one worker: the third request is refused
+    cache = tmp_path / "requests.jsonl"
+    with pytest.raises(HTTPGenerationError, match=r"HTTP 400.*\(2 of 3 requests of this call finished and are kept"):
+        client(server, max_workers=1, cache_path=str(cache)).generate(PROMPTS, params)
+    assert len(server.attempts) == 3 and len(cache.read_text().splitlines()) == 2
+    with open(cache, "a") as f:
+        f.write('{"key": "torn by a ki')  # a write cut by a kill is dropped on reading
+    rerun = client(server, max_workers=1, cache_path=str(cache))  # a new process: the kept two come from the file
+    assert rerun.generate(PROMPTS, params) == expected
+    assert len(server.attempts) == 4  # only the refused request was sent again
+
+
+def test_finished_requests_are_kept_in_memory_without_a_cache_file(server, local_generator):
+    params = GenerationParams(max_new_tokens=6)
+    generator = client(server, max_workers=1)
+    server.faults = [("delay", 0), (404, {})]
+    with pytest.raises(HTTPGenerationError, match=r"1 of 3 requests"):
+        generator.generate(PROMPTS, params)
+    assert generator.generate(PROMPTS, params) == [local_generator.generate([p], params)[0] for p in PROMPTS]
+    assert len(server.attempts) == 2 + 2  # the failed call sent two (the third was never started), the rerun two

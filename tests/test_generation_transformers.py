@@ -136,7 +136,7 @@ def test_seeded_sampling_is_reproducible_and_leaves_the_callers_rng_alone(tiny):
 
 def test_lora_adapter_is_loaded_and_merged(tiny, tiny_llama_dir, tmp_path):
     torch.manual_seed(0)
-    base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32)
+    base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32, use_safetensors=True)
     peft_model = get_peft_model(base, LoraConfig(r=8, lora_alpha=16, target_modules=["q_proj", "v_proj"],
                                                  init_lora_weights=False))  # non-zero B: the adapter matters
     peft_model.save_pretrained(tmp_path)

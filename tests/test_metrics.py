@@ -1,5 +1,11 @@
+import math
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, pre_tokenizers
+
+from conftest import tagged_texts
 
 from repro.metrics import (
     answer_recall,
@@ -103,3 +109,33 @@ def test_text_length_in_words_and_tokens():
         text_length("x", unit="tokens")
     with pytest.raises(ValueError):
         text_length("x", unit="chars")
+
+
+# Properties (hypothesis): any strings and lengths give a score in range, never NaN, never an exception ---------
+
+ANSWERS = st.lists(tagged_texts(), min_size=1, max_size=4)
+LENGTHS = st.integers(0, 10**12) | st.floats(0, 1e12)  # token or word counts
+
+
+@settings(max_examples=400, deadline=None)
+@given(tagged_texts(), ANSWERS)
+def test_qa_scores_of_any_strings_are_in_the_unit_interval(prediction, golden):
+    scores = {"em": exact_match(prediction, golden), "f1": f1(prediction, golden),
+              "ar": answer_recall(prediction, golden)}
+    assert all(0.0 <= value <= 1.0 for value in scores.values()), scores
+    normalized = normalize_answer(prediction)
+    assert normalize_answer(normalized) == normalized  # idempotent
+    if scores["em"] == 1.0 and normalized:
+        assert scores["f1"] == 1.0 and scores["ar"] == 1.0
+    if normalized:
+        assert exact_match(prediction, [prediction]) == f1(prediction, [prediction]) == 1.0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(LENGTHS, min_size=1, max_size=5), min_size=1, max_size=5), st.data())
+def test_compression_ratios_of_any_lengths_are_finite_and_non_negative(passage_lengths, data):
+    evidence = data.draw(st.lists(LENGTHS, min_size=len(passage_lengths), max_size=len(passage_lengths)))
+    corpus = corpus_compression_ratio(passage_lengths, evidence)
+    per_item = [compression_ratio(p, e) for p, e in zip(passage_lengths, evidence)]
+    assert all(math.isfinite(v) and v >= 0 for v in [*per_item, corpus.mean_per_item, corpus.ratio_of_sums])
+    assert corpus.n_items == len(evidence) and 0 <= corpus.n_empty_evidence <= len(evidence)

@@ -1,12 +1,15 @@
+import hashlib
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from conftest import PAPER_SEED, PAPER_TEXT, ROOT, paper_excerpts, paper_text
 from repro.io import InputError
 from repro.paper import COLUMNS, TABLE_FILES, load_paper_tables, wide_cells
 
-SEED = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "000_531d1c5eb96b639f.txt"
+SEED = ROOT.parent / "shared" / "seeds" / PAPER_SEED  # the source itself, beside the repository in the lab only
 # rows per table: printed cells, "-" included
 ROW_COUNTS = {1: 2 * 3, 2: 2 * 3 * 3 * 9, 3: 4 * 6, 4: 3 * 4, 5: 4 * 6 * 2, 6: 4 * 5, 7: 5 * 3, 8: 5 * 6, 9: 6 * 3, 10: 6 * 3}
 
@@ -59,10 +62,9 @@ def test_dashes_are_missing_values(rows):
     assert rows["value"].isna().sum() == 6 + (2 + 6 + 6) + 1 + 1
 
 
-@pytest.mark.skipif(not SEED.exists(), reason="the paper text (shared/seeds) is not beside the repository")
 def test_every_table2_row_is_a_line_of_the_paper(rows):
     lines = {"\t".join(line.replace("<u>", "").replace("</u>", "").split("\t")[-9:])
-             for line in SEED.read_text(encoding="utf-8").splitlines()}
+             for line in paper_text().splitlines()}
     main = rows[rows["table"] == 2]
     for _, group in main.groupby(["model_size", "dataset", "metric"], sort=False):
         assert "\t".join(group["display"]) in lines
@@ -95,3 +97,24 @@ def test_loader_rejects_bad_files(tmp_path):
         load_paper_tables(4, tmp_path)
     with pytest.raises(ValueError, match="unknown table"):
         load_paper_tables(11)
+
+
+def _header(source: str) -> dict[str, str]:
+    lines = (PAPER_TEXT / source).read_text(encoding="utf-8").splitlines()
+    return dict(re.fullmatch(r"# (\w+): (.*)", line).groups() for line in lines[:3])
+
+
+def test_paper_text_excerpts_name_their_source_hash_and_sections():
+    for path in sorted(PAPER_TEXT.glob("*.txt")):
+        header = _header(path.name)
+        assert header["source"].split()[0] == path.name and re.fullmatch(r"[0-9a-f]{64}", header["sha256"])
+        ranges = [tuple(map(int, r)) for r in re.findall(r"lines (\d+)-(\d+)", header["sections"])]
+        assert ranges == sorted(paper_excerpts(path.name)) and ranges
+
+
+@pytest.mark.skipif(not SEED.exists(), reason="the paper's source text (shared/seeds) is not beside the repository")
+def test_paper_text_excerpts_are_verbatim_lines_of_the_source():
+    assert hashlib.sha256(SEED.read_bytes()).hexdigest() == _header(PAPER_SEED)["sha256"]
+    source = SEED.read_text(encoding="utf-8").splitlines()
+    for (first, last), lines in paper_excerpts().items():
+        assert lines == source[first - 1 : last]

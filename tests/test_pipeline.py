@@ -1,6 +1,8 @@
 """End to end: `dvc repro` of every stage in dvc.yaml on the `ci` profile, in a scratch copy of the repo.
 
-A broken notebook, a stage whose outputs are not declared, or a stage that is not idempotent fails here.
+A broken notebook, a stage whose outputs are not declared, or a stage that is not idempotent fails here: a second
+`dvc repro` must run nothing, and a forced rerun of the Table 2 stage (which reuses its persisted per-item
+records) must write byte-identical tables.
 """
 
 import os
@@ -41,6 +43,7 @@ def ci_checkout(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1200)  # about 4 minutes on 2 CPU cores; the suite's default limit is 300 s (D108)
 def test_dvc_pipeline_runs_end_to_end_on_the_ci_profile(ci_checkout):
     started = time.monotonic()
     result = _run(["dvc", "repro"], ci_checkout)
@@ -57,3 +60,16 @@ def test_dvc_pipeline_runs_end_to_end_on_the_ci_profile(ci_checkout):
 
     status = _run(["dvc", "status"], ci_checkout)
     assert status.returncode == 0 and "up to date" in status.stdout, status.stdout
+
+    again = _run(["dvc", "repro"], ci_checkout)
+    assert again.returncode == 0 and "Running stage" not in again.stdout, f"a second dvc repro ran:\n{again.stdout}"
+
+    tables = ci_checkout / "results" / "ci" / "main_comparison"
+    before = {p.name: p.read_bytes() for p in sorted(tables.iterdir()) if p.suffix in (".csv", ".md")}
+    started = time.monotonic()
+    forced = _run(["dvc", "repro", "--force", "--single-item", "main_comparison"], ci_checkout)
+    assert forced.returncode == 0, f"forced rerun failed:\n{forced.stdout[-4000:]}\n{forced.stderr[-4000:]}"
+    assert "Running stage 'main_comparison'" in forced.stdout
+    print(f"forced main_comparison: {time.monotonic() - started:.0f} s")
+    after = {p.name: p.read_bytes() for p in sorted(tables.iterdir()) if p.suffix in (".csv", ".md")}
+    assert "table2.csv" in before and after == before, sorted(n for n in before if after.get(n) != before[n])

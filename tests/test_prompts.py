@@ -1,8 +1,8 @@
 import re
-from pathlib import Path
 
 import pytest
 
+from conftest import paper_text
 from repro.prompts import (
     ARENA_JUDGE_TEMPLATE,
     ARENA_TEMPLATE,
@@ -23,7 +23,6 @@ from repro.prompts import (
     search_r1_prompt,
 )
 
-SEED = Path(__file__).resolve().parents[2] / "shared" / "seeds" / "000_531d1c5eb96b639f.txt"
 PAPER_TABLES = {  # paper table -> (template, title line above it)
     11: (RAG_QA_TEMPLATE, "Prompt for Retrieval-Augmented QA"),
     12: (CLOSED_BOOK_QA_TEMPLATE, "Prompt for Closed-book QA"),
@@ -38,11 +37,10 @@ def _paper_prompt_lines(text: str, title: str, table: int) -> list[str]:
     return [re.sub(r"`(<[^`]*>)`", r"\1", line) for line in lines]  # the seed marks tags as `code`
 
 
-@pytest.mark.skipif(not SEED.exists(), reason="the paper text (shared/seeds) is not beside the repository")
 @pytest.mark.parametrize("table", sorted(PAPER_TABLES))
 def test_templates_are_verbatim_from_appendix_e(table):
     template, title = PAPER_TABLES[table]
-    assert template.splitlines() == _paper_prompt_lines(SEED.read_text(encoding="utf-8"), title, table)
+    assert template.splitlines() == _paper_prompt_lines(paper_text(), title, table)
 
 
 def test_templates_key_lines():

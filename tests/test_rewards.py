@@ -3,10 +3,15 @@ import typing
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from conftest import tagged_texts
 from repro.config import RewardsConfig
 from repro.rewards import (
+    GAMMA_GRID,
     REWARD_DESIGNS,
+    TAU_GRID,
     AnswerRewards,
     answer_rewards,
     arena_format_reward,
@@ -27,6 +32,7 @@ from repro.rewards import (
     relevance_reward,
     score_response,
 )
+from repro.tags import is_well_formatted
 
 GOOD = "<reason>Passage 2 names the capital.</reason><extract>Paris is the capital of France.</extract><answer>Paris</answer>"
 
@@ -399,3 +405,41 @@ def test_design_reward_names_missing_inputs_and_unknown_designs():
         design_reward("evinote", _response("e"), ["Paris"], RewardsConfig())
     with pytest.raises(ValueError, match="unknown reward design 'x'; known:"):
         design_reward("x", _response("e"), ["Paris"], RewardsConfig())
+# Properties (hypothesis): any response, answers and lengths give rewards in [0, 1], never NaN ------------------
+
+LENGTH = st.integers(0, 10**9) | st.floats(0, 1e9)  # token or word counts
+POSITIVE = st.floats(1e-6, 1e6)
+
+
+@settings(max_examples=400, deadline=None)
+@given(LENGTH, LENGTH, LENGTH.filter(lambda v: v > 0), POSITIVE, st.floats(0, 10), st.floats(0, 1))
+def test_length_rewards_of_any_lengths_are_in_the_unit_interval(L_r, L_e, L_P, tau, gamma, omega):
+    for reward in (rationale_length_reward(L_r, L_e, tau), evidence_length_reward(L_e, L_P, gamma, omega)):
+        assert 0.0 <= reward <= 1.0  # NaN fails both comparisons
+
+
+@settings(max_examples=300, deadline=None)
+@given(tagged_texts(), st.lists(tagged_texts(), min_size=3, max_size=3), st.lists(tagged_texts(), min_size=1,
+                                                                                   max_size=3),
+       LENGTH.filter(lambda v: v > 0), st.sampled_from(TAU_GRID), st.sampled_from(GAMMA_GRID),
+       st.sampled_from([("rationale", "evidence", "full"), ("evidence",), ("rationale", "full")]))
+def test_score_of_any_response_is_in_the_unit_interval(response, outputs, golden, L_P, tau, gamma, subset):
+    cfg = RewardsConfig(tau=tau, gamma=gamma, length_unit="words", answer_subset=subset)
+    scores = score_response(response, outputs, golden, L_P, cfg)
+    terms = [*scores.answer, scores.rationale_length, scores.evidence_length, scores.format, scores.final]
+    assert all(0.0 <= term <= 1.0 for term in terms), scores
+    assert scores.format == float(is_well_formatted(response))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(1, 8).flatmap(lambda g: st.tuples(st.just(g), st.lists(st.floats(-1e6, 1e6), min_size=g,
+                                                                          max_size=4 * g))),
+       st.floats(0, 1))
+def test_advantages_of_any_finite_rewards_are_finite_and_centred(group_and_rewards, eps_std):
+    group_size, rewards = group_and_rewards
+    rewards = rewards[: len(rewards) - len(rewards) % group_size]
+    advantages = clipped_group_advantages(rewards, group_size, eps_std).reshape(-1, group_size)
+    assert np.all(np.isfinite(advantages))
+    # a z-score over G values with the population std is at most sqrt(G - 1) in size; clipping only shrinks it
+    assert np.all(np.abs(advantages) <= math.sqrt(group_size - 1) + 1e-9)
+    assert np.allclose(advantages.sum(axis=1), 0.0, atol=1e-6 * group_size)

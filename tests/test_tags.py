@@ -1,5 +1,8 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from conftest import tagged_texts
 from repro.tags import (
     ParsedResponse,
     extract_answer,
@@ -82,3 +85,34 @@ def test_lenient_answer():
 def test_readers_reject_non_strings():
     with pytest.raises(TypeError):
         extract_evidence(None)
+
+
+# Properties (hypothesis): any text is read without raising, and the readers' outputs hold no tag they stop at ---
+
+@settings(max_examples=400, deadline=None)
+@given(tagged_texts())
+def test_any_text_is_read_without_raising_and_spans_stop_at_their_tags(text):
+    parsed = parse_response(text)
+    assert isinstance(parsed.well_formatted, bool) and isinstance(is_well_formatted(text, with_answer=False), bool)
+    assert not any(tag in parsed.rationale for tag in ("</reason>", "<extract>", "<answer>"))
+    assert not any(tag in parsed.evidence for tag in ("</extract>", "<answer>"))
+    assert parsed.answer is None or not any(tag in parsed.answer for tag in ("<answer>", "</answer>"))
+    assert not any(tag in extract_answer(text) for tag in ("<answer>", "</answer>"))
+    assert all(s == s.strip() for s in (parsed.rationale, parsed.evidence, parsed.answer or ""))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.tuples(*[st.text(st.characters(blacklist_characters="<>"), max_size=20).filter(str.strip)] * 3),
+       st.sampled_from(["", " ", "\n"]))
+def test_a_well_formatted_response_is_read_back_exactly(parts, gap):
+    reason, extract, answer = parts
+    text = f"{gap}<reason>{reason}</reason>{gap}<extract>{extract}</extract>{gap}<answer>{answer}</answer>{gap}"
+    assert parse_response(text) == ParsedResponse(reason.strip(), extract.strip(), answer.strip(), True)
+    assert is_well_formatted(text.split("<answer>")[0], with_answer=False)
+
+
+def test_a_stray_closing_extract_tag_never_reaches_the_evidence():  # found by the property above (D109)
+    assert extract_evidence("</extract>") == ""
+    assert extract_evidence("Paris is the capital.</extract>") == "Paris is the capital."
+    assert extract_evidence("<reason>r</reason> e</extract><answer>x</answer>") == "e"
+    assert extract_evidence("no tags at all") == "no tags at all"

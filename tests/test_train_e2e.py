@@ -81,8 +81,8 @@ def test_training_changes_the_policy_logs_each_step_and_resumes_after_a_kill(ci_
     selection = run.selection()
     assert selection["metric"] == "f1_evidence" and selection["step"] in (2, 3)
 
-    trained = AutoModelForCausalLM.from_pretrained(run.extractor)
-    initial = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    trained = AutoModelForCausalLM.from_pretrained(run.extractor, use_safetensors=True)
+    initial = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, use_safetensors=True)
     changed = [name for name, p in trained.named_parameters()
                if not torch.equal(p, initial.get_parameter(name))]
     assert changed, "GRPO steps left every parameter unchanged"
@@ -130,8 +130,8 @@ def test_format_warmup_merges_an_adapter_into_the_policy_and_is_reused(ci_cfg, t
     unanswerable = {**contexts(9)[8], "golden_answers": ["Oslo"]}
     policy = warm_up_policy(cfg, contexts(8) + [unanswerable], tmp_path / "warmup", progress=False)
 
-    warmed = AutoModelForCausalLM.from_pretrained(policy)
-    initial = AutoModelForCausalLM.from_pretrained(tiny_llama_dir)
+    warmed = AutoModelForCausalLM.from_pretrained(policy, use_safetensors=True)
+    initial = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, use_safetensors=True)
     changed = {name for name, p in warmed.named_parameters() if not torch.equal(p, initial.get_parameter(name))}
     assert changed and all(name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "o_proj.weight"))
                            for name in changed)  # the LoRA targets, merged; no adapter weights left

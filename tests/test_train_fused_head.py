@@ -22,7 +22,7 @@ def _logprobs_and_head_grad(model, ids, labels, fused: bool):
 
 def test_only_completion_positions_are_scored_and_logprobs_and_gradients_are_unchanged(tiny_llama_dir, monkeypatch):
     monkeypatch.setattr(trl_utils, "_use_triton", trl_utils._use_triton)  # restored after the test
-    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32, use_safetensors=True)
     ids = torch.randint(0, model.config.vocab_size, (2, 40), generator=torch.Generator().manual_seed(0))
     labels = ids.clone()
     labels[:, :30] = -100  # a 30-token prompt before a 10-token completion

@@ -12,6 +12,7 @@ misspelt or unknown key fails loudly with its full path instead of being silentl
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from pathlib import Path
@@ -24,6 +25,28 @@ PARAMS_FILE = "params.yaml"
 
 class ConfigError(ValueError):
     """A profile that does not match the schema."""
+
+
+# The keyword arguments of each generation backend's constructor (repro.generation: TransformersGenerator,
+# VLLMGenerator, OpenAIClientGenerator; tests/test_config.py keeps them in sync), against which the `options`
+# dicts of a profile are checked at load time (D107). "progress" is always set by the caller.
+GENERATOR_OPTIONS = {
+    "transformers": ("adapter", "dtype", "device", "progress"),
+    "vllm": ("adapter", "dtype", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "max_lora_rank",
+             "progress"),
+    "openai": ("base_url", "api_key", "api_key_env", "max_workers", "timeout", "max_retries", "backoff",
+               "max_retry_after", "deadline", "cache_path", "progress"),
+    "heuristic": (),
+}
+
+
+def check_generator_options(options: dict, backend: str, where: str, set_by_caller: tuple[str, ...] = ("progress",)):
+    """ConfigError naming the key path if `options` holds a name the backend's constructor does not take (or one
+    the caller sets itself)."""
+    allowed = [name for name in GENERATOR_OPTIONS[backend] if name not in set_by_caller]
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        raise ConfigError(f"{where}: unknown option(s) {unknown} for backend {backend}; allowed: {allowed}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -533,6 +556,8 @@ class AgenticConfig:
         positive = ("max_actions", "topk", "max_new_tokens", "max_obs_tokens", "extractor_max_new_tokens", "batch_size")
         if not self.datasets or any(getattr(self, name) < 1 for name in positive) or (self.n_items or 1) < 1:
             raise ConfigError(f"agentic: need datasets, and {', '.join(positive)} and n_items >= 1")
+        check_generator_options(self.agent_options, self.backend, "agentic.agent_options")
+        check_generator_options(self.extractor_options, self.backend, "agentic.extractor_options")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -581,6 +606,7 @@ class ArTeacherConfig:
                                           or self.backend not in ("transformers", "vllm")):
             raise ConfigError("ar_study.teacher.scaffold: three positive token budgets, and a local backend "
                               "(transformers or vllm) whose chat template can be prefilled")
+        check_generator_options(self.options, self.backend, "ar_study.teacher.options")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -609,6 +635,7 @@ class ArRecallConfig:
                 self.max_questions or 1) < 1:
             raise ConfigError("ar_study.evaluation: max_new_tokens, evidence_cap, batch_size, chunk_size, "
                               "max_questions >= 1")
+        check_generator_options(self.options, self.backend, "ar_study.evaluation.options", ("adapter", "progress"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -711,8 +738,47 @@ def _build(cls: type, data: Any, where: str) -> Any:
     return cls(**kwargs)
 
 
+def _check_unique_keys(node: yaml.Node, where: str, path: str = "") -> None:
+    """ConfigError for a key given twice in one mapping (PyYAML would keep the last one silently)."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key, value in node.value:
+            if key.tag == "tag:yaml.org,2002:merge":  # `<<: *anchor` may be overridden; that is no duplicate
+                continue
+            line = key.start_mark.line + 1
+            if key.value in seen:
+                raise ConfigError(f"{where}:{line}: {path}{key.value}: duplicate key (first given on line "
+                                  f"{seen[key.value]})")
+            seen[key.value] = line
+            _check_unique_keys(value, where, f"{path}{key.value}.")
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _check_unique_keys(item, where, f"{path.rstrip('.')}[{i}].")
+
+
+def _check_finite(value: Any, where: str, path: str = "") -> None:
+    """ConfigError for a NaN or an infinity (`.nan`, `.inf`) anywhere in the parameters."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where}: {path.rstrip('.')}: {value} is not allowed (NaN and infinities are rejected)")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _check_finite(item, where, f"{path}{key}.")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_finite(item, where, f"{path.rstrip('.')}[{i}].")
+
+
 def read_params(params_path: str | Path = PARAMS_FILE) -> dict:
-    params = yaml.safe_load(Path(params_path).read_text(encoding="utf-8"))
+    """params.yaml as a dict; a duplicate key, a NaN or an infinity is a ConfigError naming its key path (D107)."""
+    loader = yaml.SafeLoader(Path(params_path).read_text(encoding="utf-8"))
+    try:
+        node = loader.get_single_node()
+        if node is not None:
+            _check_unique_keys(node, str(params_path))
+        params = loader.construct_document(node) if node is not None else None
+    finally:
+        loader.dispose()
+    _check_finite(params, str(params_path))
     if not isinstance(params, dict) or not isinstance(params.get("profiles"), dict):
         raise ConfigError(f"{params_path}: expected a mapping with a 'profiles' section")
     return params

@@ -100,11 +100,28 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
     return n
 
 
+def read_json(path: str | os.PathLike) -> Any:
+    """The JSON value of a file; invalid UTF-8 or JSON raises InputError naming file and line."""
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise InputError(path, f"invalid UTF-8 at byte {err.start}", line=data.count(b"\n", 0, err.start) + 1) from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as err:
+        raise InputError(path, f"invalid JSON ({err.msg})", line=err.lineno) from None
+
+
 def enumerate_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
-    """(line number, object) for each non-blank line of a jsonl file; a malformed line raises InputError
-    naming file and line."""
-    with open(path, encoding="utf-8") as f:
-        for line_no, line in enumerate(f, start=1):
+    """(line number, object) for each non-blank line of a jsonl file; a malformed line (invalid UTF-8 or JSON)
+    raises InputError naming file and line."""
+    with open(path, "rb") as f:
+        for line_no, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise InputError(path, f"invalid UTF-8 at byte {err.start} of the line", line=line_no) from None
             if not line.strip():
                 continue
             try:

@@ -65,16 +65,17 @@ def extract_evidence(text: str) -> str:
     """The evidence e for the generator (Algorithm 1). In order of preference: the text inside `<extract>`
     (up to `</extract>`, `<answer>` or the end, since generation stops at `</extract>`); else whatever
     follows `</reason>`; else "" when the output is a reasoning cut off before extracting; else, for an
-    output with no tags at all, the whole text."""
+    output without `<reason>` or `<extract>`, the whole text. The last two also end at a stray `</extract>`
+    or `<answer>` (a continuation of a prefilled `<extract>`), so no tag reaches the generator (D109)."""
     _check_text(text)
     span = _span(text, "extract", until=("<answer>",))
     if span is not None:
         return span
     if "</reason>" in text:
-        return text.split("</reason>", 1)[1].split("<answer>", 1)[0].strip()
-    if "<reason>" in text:
+        text = text.split("</reason>", 1)[1]
+    elif "<reason>" in text:
         return ""
-    return text.strip()
+    return text.split("</extract>", 1)[0].split("<answer>", 1)[0].strip()
 
 
 def extract_answer(text: str) -> str:

@@ -3,11 +3,14 @@
     POST /retrieve  {"queries": [str, ...], "topk": int (optional), "return_scores": bool (optional)}
       → 200 {"result": [[{"document": {"id", "contents"}, "score": float}, ...], ...]}   (return_scores)
       → 200 {"result": [[{"id", "contents"}, ...], ...]}                                  (otherwise)
-      → 400 / 404 / 405 / 413 {"error": "..."} for a malformed request
+      → 400 / 404 / 405 / 408 / 411 / 413 {"error": "..."} for a malformed, slow or oversized request
+      → 500 {"error": "..."} when the search itself fails; 503 when every worker thread is busy
 
 As in Search-R1's `retrieval_server.py`, `topk` defaults to the server's and `return_scores` to false.
 Requests are validated (JSON object, known fields, types, 1 ≤ topk ≤ max_topk, 1 ≤ #queries ≤ max_queries,
-non-blank queries, body size) and searched one at a time (retrievers are not thread-safe).
+non-blank queries, body size) and searched one at a time (retrievers are not thread-safe). Every failure is
+answered with a status, never a dropped connection: a socket that stalls for `read_timeout` seconds gets 408,
+and at most `max_threads` connections are served at once (D105).
 
     with RetrievalServer(LocalSearch(retriever, store)) as server:    # ephemeral port
         client = RetrievalClient(server.url)
@@ -19,7 +22,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import signal
+import socket
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -52,6 +58,8 @@ def validate_request(body: object, default_topk: int, max_topk: int, max_queries
         raise RequestError(f"'queries' must hold 1 to {max_queries} queries, got {len(queries)}")
     if blank := [i for i, q in enumerate(queries) if not q.strip()]:
         raise RequestError(f"query {blank[0]} is blank")
+    if invalid := [i for i, q in enumerate(queries) if not q.isascii() and _has_surrogate(q)]:
+        raise RequestError(f"query {invalid[0]} is not valid Unicode (it holds a lone surrogate)")
     topk = body.get("topk", default_topk)
     topk = default_topk if topk is None else topk
     if not isinstance(topk, int) or isinstance(topk, bool) or not 1 <= topk <= max_topk:
@@ -60,6 +68,14 @@ def validate_request(body: object, default_topk: int, max_topk: int, max_queries
     if not isinstance(return_scores, bool):
         raise RequestError(f"'return_scores' must be a boolean, got {return_scores!r}")
     return queries, topk, return_scores
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
 
 
 def response_body(hits: list[list[dict]], return_scores: bool) -> dict:
@@ -77,13 +93,52 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, *args):  # one line per request would drown the progress bars
         pass
 
+    default_request_version = "HTTP/1.1"  # so that even the answer to a garbled request line has a status line
+
+    def setup(self):
+        self.timeout = self.server.app.read_timeout  # applied to the socket by StreamRequestHandler.setup
+        super().setup()
+        self.request_version = self.default_request_version
+
+    def parse_request(self) -> bool:
+        if super().parse_request():
+            if self.request_version != "HTTP/0.9":
+                return True
+            self.request_version = self.default_request_version
+            self._reply(505, {"error": "HTTP/1.0 or HTTP/1.1 is required"})
+        elif not self.requestline.strip():  # the stdlib closes on a blank request line without an answer
+            self._reply(400, {"error": "the request line is empty"})
+        return False
+
+    def log_error(self, format, *args):
+        if format.startswith("Request timed out"):  # the stdlib's only notice of a stalled request line or header
+            self._reply(408, {"error": f"the request did not arrive within {self.server.app.read_timeout} s"})
+
+    def finish(self):
+        super().finish()
+        if self.close_connection:  # lingering close: closing on unread input would reset the answer in transit
+            try:
+                self.connection.shutdown(socket.SHUT_WR)
+                self.connection.settimeout(min(self.server.app.read_timeout, 1.0))
+                for _ in range(64):  # up to 4 MiB of what the client still sends, then close regardless
+                    if not self.connection.recv(65536):
+                        break
+            except OSError:
+                pass
+
     def _reply(self, status: int, payload: dict) -> None:
-        data = json.dumps(payload, ensure_ascii=False).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        data = json.dumps(payload).encode()  # ASCII escapes: any text (lone surrogates too) can be sent
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            if status >= 400:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            self.wfile.write(data)
+        except OSError:  # the client has gone; nobody is left to answer
+            self.close_connection = True
 
     def do_GET(self):
         self._reply(405 if self.path == PATH else 404, {"error": f"use POST {PATH}"})
@@ -93,36 +148,87 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(200, self.server.app.handle(self.path, self._body()))
         except RequestError as err:
             self._reply(err.status, {"error": str(err)})
+        except Exception as err:  # a failure of the search itself: answered, and reported on stderr
+            message = f"the search failed: {type(err).__name__}: {err}"
+            print(f"retrieval server: {message}", file=sys.stderr, flush=True)
+            self._reply(500, {"error": message})
 
     def _body(self) -> object:
         length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        if length is None:
             raise RequestError("a Content-Length header is required", 411)
-        if int(length) > self.server.app.max_body_bytes:
+        if not re.fullmatch(r"[0-9]{1,20}", length.strip()):
+            raise RequestError(f"Content-Length must be a non-negative decimal integer, got {length[:40]!r}")
+        size = int(length)
+        if size > self.server.app.max_body_bytes:
             raise RequestError(f"the body exceeds {self.server.app.max_body_bytes} bytes", 413)
         try:
-            return json.loads(self.rfile.read(int(length)))
-        except (json.JSONDecodeError, UnicodeDecodeError) as err:
-            raise RequestError(f"the body is not valid JSON ({err})") from None
+            data = self.rfile.read(size)
+        except TimeoutError:
+            raise RequestError(f"the body did not arrive within {self.server.app.read_timeout} s", 408) from None
+        if len(data) < size:
+            raise RequestError(f"the body has {len(data)} bytes, fewer than its Content-Length {size}")
+        try:
+            return json.loads(data)
+        except (ValueError, RecursionError) as err:  # bad JSON or UTF-8, nesting too deep, an overlong integer
+            raise RequestError(f"the body is not valid JSON ({type(err).__name__}: {str(err)[:200]})") from None
+
+
+BUSY = (b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nContent-Length: 41\r\n"
+        b"Retry-After: 1\r\nConnection: close\r\n\r\n" b'{"error": "every worker thread is busy"}\n')
 
 
 class _HTTPServer(ThreadingHTTPServer):
+    """One thread per connection, at most `max_threads` at once; a connection beyond them gets 503 at once."""
+
     daemon_threads = True
     app: RetrievalServer
+
+    def __init__(self, address, handler, max_threads: int):
+        super().__init__(address, handler)
+        self._slots = threading.BoundedSemaphore(max_threads)
+
+    def process_request(self, request, client_address):
+        if not self._slots.acquire(blocking=False):  # answered on the accepting thread, briefly
+            try:
+                request.settimeout(0.2)
+                request.sendall(BUSY)
+                request.shutdown(socket.SHUT_WR)
+                request.recv(65536)  # what the client sent, so that closing does not reset the answer
+            except OSError:
+                pass
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address):
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._slots.release()
 
 
 class RetrievalServer:
     """Serves `search` on http://127.0.0.1:<port>/retrieve (port 0 = an ephemeral port) from a background
-    thread; `close()` (or leaving the `with` block) stops it and frees the port."""
+    thread; `close()` (or leaving the `with` block) stops it and frees the port. `read_timeout` (seconds) bounds
+    every read of a request; `max_threads` bounds the connections served at once."""
 
     def __init__(self, search: Search, port: int = 0, default_topk: int = 3, max_topk: int = 100,
-                 max_queries: int = 1024, max_body_bytes: int = 4 << 20):
+                 max_queries: int = 1024, max_body_bytes: int = 4 << 20, read_timeout: float = 30.0,
+                 max_threads: int = 16):
         if not 1 <= default_topk <= max_topk or max_queries < 1 or max_body_bytes < 1:
             raise ValueError("need 1 <= default_topk <= max_topk, max_queries >= 1 and max_body_bytes >= 1")
+        if not read_timeout > 0 or max_threads < 1:
+            raise ValueError("need read_timeout > 0 and max_threads >= 1")
         self.search, self.default_topk, self.max_topk = search, default_topk, max_topk
         self.max_queries, self.max_body_bytes = max_queries, max_body_bytes
+        self.read_timeout = read_timeout
         self._lock = threading.Lock()
-        self._httpd = _HTTPServer((HOST, port), _Handler)
+        self._httpd = _HTTPServer((HOST, port), _Handler, max_threads)
         self._httpd.app = self
         self._thread: threading.Thread | None = None
 

@@ -2,6 +2,7 @@
 
     data/<profile>/ar_study/teacher/outputs.jsonl        the teacher's responses and verdicts (+ .manifest.json)
     data/<profile>/ar_study/teacher/summary.json         verdict counts and the number of questions kept
+    data/<profile>/ar_study/teacher/requests.partial.jsonl   finished HTTP requests of an unfinished run (openai)
     data/<profile>/ar_study/sft_data/<variant>.jsonl     the two SFT sets (prompt-completion examples)
     data/<profile>/ar_study/runs/<variant>/              LoRA runs: adapter/, checkpoints/, train_log.jsonl, ...
     data/<profile>/ar_study/predictions/<dataset>/<variant>.jsonl   per-item AR records (+ .manifest.json)
@@ -22,6 +23,10 @@ def study_dir(profile: str) -> Path:
 
 def teacher_path(profile: str) -> Path:
     return study_dir(profile) / "teacher" / "outputs.jsonl"
+
+
+def teacher_requests_path(profile: str) -> Path:
+    return study_dir(profile) / "teacher" / "requests.partial.jsonl"
 
 
 def sft_data_path(profile: str, variant: str) -> Path:

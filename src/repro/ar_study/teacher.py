@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from pathlib import Path
 
 from transformers import AutoTokenizer
 
-from repro.ar_study.paths import teacher_path
+from repro.ar_study.paths import teacher_path, teacher_requests_path
 from repro.assets import resolve
 from repro.config import ArTeacherConfig, Profile
 from repro.data import layout
@@ -138,8 +139,9 @@ def make_record(row: dict, outputs: list[str], correct_if: str) -> dict:
 class Teacher:
     """Responses of the configured teacher for contexts rows, `samples` per row."""
 
-    def __init__(self, cfg: Profile, progress: bool = True):
+    def __init__(self, cfg: Profile, progress: bool = True, request_cache: Path | None = None):
         self.teacher, self.progress = cfg.ar_study.teacher, progress
+        self.request_cache = request_cache  # the openai backend keeps finished requests there (D106)
         self.params = teacher_params(self.teacher, cfg.seed)
         self.model = None if self.teacher.backend == "heuristic" else resolve(self.teacher.model, cfg.name)
         self.model_id = "string-inclusion oracle" if self.model is None else model_fingerprint(self.model)
@@ -150,8 +152,10 @@ class Teacher:
         if self.model is None:
             return [[string_inclusion_response(row)] * n for row in rows]
         if self._generator is None:
-            self._generator = make_generator(self.teacher.backend, self.model, progress=self.progress,
-                                             **self.teacher.options)
+            options = dict(self.teacher.options)
+            if self.teacher.backend == "openai" and self.request_cache is not None:
+                options.setdefault("cache_path", str(self.request_cache))
+            self._generator = make_generator(self.teacher.backend, self.model, progress=self.progress, **options)
         if self.teacher.scaffold is not None:
             tokenizer = AutoTokenizer.from_pretrained(self.model)
             return scaffolded_responses(self._generator, tokenizer, rows, self.params, self.teacher.scaffold)
@@ -172,7 +176,8 @@ def synthesize(cfg: Profile, progress: bool = True) -> list[dict]:
     """The teacher record of every sampled training question (reused when the configuration is unchanged)."""
     if cfg.ar_study is None:
         raise ValueError(f"profile {cfg.name} has no ar_study section")
-    rows, teacher = teacher_rows(cfg), Teacher(cfg, progress=False)
+    requests = teacher_requests_path(cfg.name)
+    rows, teacher = teacher_rows(cfg), Teacher(cfg, progress=False, request_cache=requests)
     if not rows:
         raise ValueError(f"no training question for the teacher in {cfg.ar_study.teacher.dataset}")
     store = RecordFile(teacher_path(cfg.name), teacher.config(rows), required=TEACHER_FIELDS)
@@ -181,7 +186,9 @@ def synthesize(cfg: Profile, progress: bool = True) -> list[dict]:
     def process(chunk: list[dict]) -> list[dict]:
         return [make_record(row, outputs, correct_if) for row, outputs in zip(chunk, teacher.respond(chunk))]
 
-    return process_resumably(rows, store, process, cfg.ar_study.teacher.chunk_size, progress, desc="teacher")
+    records = process_resumably(rows, store, process, cfg.ar_study.teacher.chunk_size, progress, desc="teacher")
+    requests.unlink(missing_ok=True)  # every finished request is in the records now
+    return records
 
 
 def kept_records(records: list[dict]) -> list[dict]:

@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-from repro.io import InputError, write_jsonl
+from repro.io import InputError, read_json, write_jsonl
 
 
 def make_contents(title: str, text: str) -> str:
@@ -40,8 +40,7 @@ def chunk_words(text: str, size: int) -> list[str]:
 
 def ovos_pages(path: str | os.PathLike) -> dict[str, str]:
     """Title -> lead extract of the offline Wikipedia summaries (`summaries_en-us.json`), in file order."""
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+    data = read_json(path)
     if not isinstance(data, dict):
         raise InputError(path, f"expected an object of pages, got {type(data).__name__}")
     pages = {}

@@ -15,7 +15,6 @@ A sub-question that recurs under several parent questions (same FanOutQA id) is 
 
 from __future__ import annotations
 
-import json
 import os
 import random
 from collections.abc import Callable, Iterator
@@ -23,7 +22,7 @@ from collections.abc import Callable, Iterator
 from repro.data.answers import has_answer
 from repro.data.corpus import PassageStore, split_contents
 from repro.data.splits import split_of
-from repro.io import InputError
+from repro.io import InputError, read_json
 
 SOURCE = "fanoutqa-dev"
 
@@ -51,8 +50,7 @@ def golden_answers(answer: object) -> list[str] | None:
 
 
 def read_fanoutqa(path: str | os.PathLike) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+    data = read_json(path)
     if not isinstance(data, list):
         raise InputError(path, f"expected a JSON list of questions, got {type(data).__name__}")
     return data

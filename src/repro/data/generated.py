@@ -14,14 +14,13 @@ title of a corpus page. It is never the default test set. Generation is determin
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections import Counter
 
 from repro.data.answers import has_answer
 from repro.data.splits import split_of
-from repro.io import InputError
+from repro.io import InputError, read_json
 
 SOURCE = "ovos-describe"
 _PARENTHETICAL = re.compile(r"\s*\([^)]*\)$")
@@ -39,8 +38,7 @@ def _lowercase_words(texts: list[str]) -> set[str]:
 
 
 def describe_rows(path: str | os.PathLike, titles_in_corpus: set[str], fractions: dict[str, float]) -> list[dict]:
-    with open(path, encoding="utf-8") as f:
-        entries = json.load(f)
+    entries = read_json(path)
     if not isinstance(entries, dict):
         raise InputError(path, f"expected an object of pages, got {type(entries).__name__}")
     pages = [e for e in entries.values() if isinstance(e, dict) and e.get("title") in titles_in_corpus]

@@ -12,14 +12,13 @@ reads the MuSiQue layout (`metadata.paragraphs`) and the HotpotQA/2Wiki layout (
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 from repro.data.corpus import make_contents
 from repro.data.qa import read_qa, validate_qa_row
-from repro.io import InputError, enumerate_jsonl
+from repro.io import InputError, enumerate_jsonl, read_json
 
 
 def flashrag_path(source: str, dataset: str, split: str) -> Path:
@@ -64,11 +63,7 @@ def read_musique(path: str | os.PathLike) -> Iterator[dict]:
 def read_wiki_multihop(path: str | os.PathLike) -> Iterator[dict]:
     """HotpotQA / 2WikiMultihopQA original JSON (a list of {_id, question, answer, context, supporting_facts,
     type}) as FlashRAG rows with FlashRAG's metadata layout (`context` = {title, content})."""
-    with open(path, encoding="utf-8") as f:
-        try:
-            data = json.load(f)
-        except json.JSONDecodeError as err:
-            raise InputError(path, f"invalid JSON ({err.msg})", line=err.lineno) from None
+    data = read_json(path)
     if not isinstance(data, list):
         raise InputError(path, f"expected a JSON list of questions, got {type(data).__name__}")
     for item_no, row in enumerate(data, start=1):

@@ -120,7 +120,7 @@ def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool
         warmup_steps=train.warmup_steps, weight_decay=train.weight_decay, max_grad_norm=train.max_grad_norm,
         bf16=train.bf16, fp16=False, gradient_checkpointing=train.gradient_checkpointing,
         use_cpu=not torch.cuda.is_available(), disable_dropout=True, dataloader_num_workers=0,
-        model_init_kwargs={"dtype": cfg.models.dtype},
+        model_init_kwargs={"dtype": cfg.models.dtype, "use_safetensors": True},
         use_vllm=train.use_vllm, vllm_mode=train.vllm_mode, vllm_tensor_parallel_size=train.vllm_tensor_parallel_size,
         vllm_gpu_memory_utilization=train.vllm_gpu_memory_utilization,
         vllm_max_model_length=train.vllm_max_model_length,

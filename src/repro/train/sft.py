@@ -93,7 +93,8 @@ def trainer_arguments(cfg: Profile, sft: LoRASFTConfig, output_dir: Path, progre
         gradient_accumulation_steps=sft.gradient_accumulation_steps, lr_scheduler_type=sft.lr_scheduler,
         warmup_steps=sft.warmup_steps, max_length=sft.max_length,
         bf16=sft.bf16, fp16=False, gradient_checkpointing=False, use_cpu=not torch.cuda.is_available(),
-        dataloader_num_workers=0, model_init_kwargs={"dtype": cfg.models.dtype}, logging_steps=1,
+        dataloader_num_workers=0, model_init_kwargs={"dtype": cfg.models.dtype, "use_safetensors": True},
+        logging_steps=1,
         save_strategy="steps", save_steps=sft.save_steps, save_total_limit=sft.save_total_limit,
         disable_tqdm=not progress,
     )

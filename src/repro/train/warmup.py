@@ -64,7 +64,7 @@ def warmup_examples(rows: list[dict], max_questions: int, seed: int) -> list[dic
 
 def merge_adapter(base: str, adapter: Path, out: Path, dtype: str) -> None:
     """Merge a LoRA adapter into its base model and save model (safetensors) and tokenizer to `out`, atomically."""
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype)
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype, use_safetensors=True)
     merged = PeftModel.from_pretrained(model, adapter).merge_and_unload()
     with atomic_dir(out) as tmp:
         merged.save_pretrained(tmp, safe_serialization=True)
