@@ -1,4 +1,5 @@
 import re
+from pathlib import Path
 
 import pytest
 
