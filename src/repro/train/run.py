@@ -21,6 +21,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -31,9 +32,9 @@ from pathlib import Path
 
 import torch
 import yaml
+from accelerate import PartialState
 from datasets import Dataset
 from transformers import AutoTokenizer, TrainerCallback, TrainerState
-from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOConfig
 
 from repro.assets import resolve
@@ -46,7 +47,8 @@ from repro.train.reward import EviOmniReward
 from repro.train.trainer import EviOmniTrainer
 from repro.train.warmup import starting_policy
 
-RUN_STATE_FILES = {"optimizer.pt", "scheduler.pt", "scaler.pt", "trainer_state.json", "training_args.bin"}
+TRAINER_STATE = "trainer_state.json"  # transformers writes it last when saving a checkpoint
+RUN_STATE_FILES = {"optimizer.pt", "scheduler.pt", "scaler.pt", TRAINER_STATE, "training_args.bin"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -127,16 +129,43 @@ def _fingerprint(config: dict) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
 
 
+def _recorded_fingerprint(run: TrainRun) -> str | None:
+    try:
+        return json.loads(run.config_file.read_text(encoding="utf-8"))["fingerprint"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
 def _prepare_run_dir(run: TrainRun, config: dict, is_main: bool) -> None:
-    """Keep the run directory when it belongs to `config` (resume), else clear it."""
+    """Keep the run directory when it belongs to `config` (resume), else clear it (on the main process; every
+    process waits for it before looking for checkpoints). A directory without a readable run_config.json (e.g.
+    a deletion cut by a kill) is cleared too: its checkpoints cannot be told to belong to this run."""
     fingerprint = _fingerprint(config)
-    if not is_main:
-        return
-    if run.config_file.exists() and json.loads(run.config_file.read_text())["fingerprint"] != fingerprint:
-        warnings.warn(f"{run.root} holds a run of another configuration; its checkpoints are discarded")
-        shutil.rmtree(run.root)
-    if not run.config_file.exists():
+    if is_main and _recorded_fingerprint(run) != fingerprint:
+        if run.root.exists() and any(run.root.iterdir()):
+            warnings.warn(f"{run.root} holds a run of another configuration (or no run_config.json); its "
+                          f"checkpoints and logs are discarded")
+            shutil.rmtree(run.root)
         write_json(run.config_file, {"fingerprint": fingerprint, **config})
+    PartialState().wait_for_everyone()
+
+
+def last_checkpoint(checkpoints: Path) -> str | None:
+    """The last checkpoint whose trainer_state.json (written last by transformers) is complete; a later one
+    without it was cut by a kill while being saved and is skipped with a warning (it is saved again when the
+    resumed run reaches its step)."""
+    if not checkpoints.is_dir():
+        return None
+    found = sorted((int(m.group(1)), path) for path in checkpoints.iterdir()
+                   if path.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", path.name)))
+    for _, path in reversed(found):
+        try:
+            TrainerState.load_from_json(str(path / TRAINER_STATE))
+            return str(path)
+        except (FileNotFoundError, json.JSONDecodeError, TypeError) as err:
+            warnings.warn(f"{path} is incomplete (a save cut by a kill: {TRAINER_STATE} "
+                          f"{'missing' if isinstance(err, FileNotFoundError) else 'damaged'}); it is skipped")
+    return None
 
 
 def export_checkpoint(checkpoint: Path, out: Path) -> None:
@@ -168,7 +197,7 @@ def _finished_state(checkpoint: str | None) -> TrainerState | None:
     """The trainer state of `checkpoint` if it is the end of its run (transformers would train on)."""
     if checkpoint is None:
         return None
-    state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+    state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE))
     return state if state.global_step >= state.max_steps else None
 
 
@@ -204,7 +233,7 @@ def fit(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_rows: Seque
     """Train (resuming from the run's last checkpoint if there is one) and export the selected extractor."""
     trainer = build_trainer(cfg, run, train_rows, dev_rows, answer_subset=answer_subset, max_steps=max_steps,
                             progress=progress, callbacks=callbacks)
-    checkpoint = get_last_checkpoint(str(run.checkpoints)) if run.checkpoints.is_dir() else None
+    checkpoint = last_checkpoint(run.checkpoints)
     state = _finished_state(checkpoint)
     if state is None:
         trainer.train(resume_from_checkpoint=checkpoint)
