@@ -3,8 +3,9 @@ behind the evaluation stages) are sent SIGKILL at a few points, rerun until they
 uninterrupted run writes: the same per-item records, step logs, checkpoint state and trained weights. Wall-clock
 fields (times of steps, chunks and evaluations) are the only ones allowed to differ.
 
-The first kill of the training run lands just after `checkpoint-1` appears, i.e. most likely while it is being saved;
-the others at the uninterrupted run's start-up time plus a seeded random fraction of its active time."""
+The first kill of the training run lands a seeded 0-0.2 s after `checkpoint-1` appears, i.e. most likely while it is
+being saved; the first kill of the evaluation run once its partial file holds a seeded number of records; the others
+at the uninterrupted run's start-up time plus a seeded random fraction of its active time."""
 
 import dataclasses
 import json
@@ -14,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -53,9 +55,9 @@ def start(args: list[str], cwd: Path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=log)
 
 
-def wait_for(process: subprocess.Popen, marker: Path) -> float:
-    """The time `marker` appeared (or the process ended, whichever came first)."""
-    while process.poll() is None and not marker.exists():
+def wait_for(process: subprocess.Popen, ready: Callable[[], bool]) -> float:
+    """The time `ready()` became true (or the process ended, whichever came first)."""
+    while process.poll() is None and not ready():
         time.sleep(0.005)
     return time.monotonic()
 
@@ -64,21 +66,25 @@ def run_to_end(args: list[str], cwd: Path, marker: Path) -> tuple[float, float]:
     """Run uninterrupted; returns the start-up time (until `marker` appears) and the active time after it."""
     started = time.monotonic()
     process = start(args, cwd)
-    active = wait_for(process, marker)
+    active = wait_for(process, marker.exists)
     assert process.wait() == 0, (cwd / "stderr.log").read_text()[-3000:]
     return active - started, time.monotonic() - active
 
 
-def kill_after(args: list[str], cwd: Path, delay: float, marker: Path | None = None) -> bool:
-    """Start, wait for `marker` (if given), then `delay` seconds, and SIGKILL the process if it still runs;
-    returns whether it was killed."""
+def kill_after(args: list[str], cwd: Path, delay: float, ready: Callable[[], bool] = lambda: True) -> bool:
+    """Start, wait until `ready()`, then `delay` seconds, and SIGKILL the process if it still runs; returns
+    whether it was killed."""
     process = start(args, cwd)
-    deadline = (wait_for(process, marker) if marker is not None else time.monotonic()) + delay
+    deadline = wait_for(process, ready) + delay
     while process.poll() is None and time.monotonic() < deadline:
         time.sleep(0.005)
     if process.poll() is None:
         process.send_signal(signal.SIGKILL)
     return process.wait() == -signal.SIGKILL
+
+
+def lines(path: Path) -> int:
+    return path.read_text().count("\n") if path.exists() else 0
 
 
 def without_times(rows: list[dict]) -> list[dict]:
@@ -112,11 +118,13 @@ def grpo_outputs(run: Path) -> dict:
 
 def test_a_grpo_run_killed_at_random_moments_ends_as_an_uninterrupted_run(grpo_workdir):
     rng = random.Random(SEED)
-    args = lambda run: ["-m", "repro.train", "--params", "params.yaml", "--profile", "ci", "--run-dir", run]  # noqa: E731
+    args = lambda run: ["-m", "repro.train", "--params", "params.yaml", "--profile", "ci",  # noqa: E731
+                        "--run-dir", run]
     startup, active = run_to_end(args("whole"), grpo_workdir, grpo_workdir / "whole" / "run_config.json")
 
     killed = grpo_workdir / "killed"
-    assert kill_after(args("killed"), grpo_workdir, rng.uniform(0, 0.2), marker=killed / "checkpoints" / "checkpoint-1")
+    assert kill_after(args("killed"), grpo_workdir, rng.uniform(0, 0.2),
+                      ready=(killed / "checkpoints" / "checkpoint-1").exists)
     kill_after(args("killed"), grpo_workdir, startup + rng.uniform(0, 1) * active)
     run_to_end(args("killed"), grpo_workdir, killed / "run_config.json")
 
@@ -129,7 +137,7 @@ def test_a_grpo_run_killed_at_random_moments_ends_as_an_uninterrupted_run(grpo_w
 @pytest.fixture(scope="module")
 def evaluation_workdir(tmp_path_factory) -> Path:
     workdir = tmp_path_factory.mktemp("evaluation")
-    write_jsonl(workdir / "rows.jsonl", [contexts_row(i, answer_in_passages=i % 3 > 0) for i in range(24)])
+    write_jsonl(workdir / "rows.jsonl", [contexts_row(i, answer_in_passages=i % 3 > 0) for i in range(40)])
     return workdir
 
 
@@ -140,14 +148,15 @@ def test_an_evaluation_run_killed_at_random_moments_ends_as_an_uninterrupted_run
     partial = lambda out: evaluation_workdir / out.replace(".jsonl", ".partial.jsonl")  # noqa: E731
     startup, active = run_to_end(args("whole.jsonl"), evaluation_workdir, partial("whole.jsonl"))
 
-    killed = [kill_after(args("killed.jsonl"), evaluation_workdir, rng.uniform(0, 1) * active,
-                         marker=partial("killed.jsonl"))]
-    killed += [kill_after(args("killed.jsonl"), evaluation_workdir, startup + rng.uniform(0, 1) * active)
-               for _ in range(2)]
-    assert killed[0] and partial("killed.jsonl").exists()  # killed mid-way at least once
+    records = rng.randint(1, 30)  # the first kill: once the partial file holds this many records
+    assert kill_after(args("killed.jsonl"), evaluation_workdir, 0,
+                      ready=lambda: lines(partial("killed.jsonl")) > records)  # header + records
+    assert not (evaluation_workdir / "killed.jsonl").exists()  # killed mid-way
+    for _ in range(2):
+        kill_after(args("killed.jsonl"), evaluation_workdir, startup + rng.uniform(0, 1) * active)
     run_to_end(args("killed.jsonl"), evaluation_workdir, partial("killed.jsonl"))
 
     whole, resumed = (list(read_jsonl(evaluation_workdir / name)) for name in ("whole.jsonl", "killed.jsonl"))
-    assert [r["id"] for r in resumed] == [f"q{i}" for i in range(24)]
+    assert [r["id"] for r in resumed] == [f"q{i}" for i in range(40)]
     assert without_times(resumed) == without_times(whole)
     assert not partial("killed.jsonl").exists()

@@ -212,7 +212,7 @@ class RecordFile:
     def _read_partial(self) -> dict[str, dict] | None:
         if not self.partial_path.exists():
             return None
-        lines = self.partial_path.read_text(encoding="utf-8").split("\n")  # text after the last newline was cut by a kill
+        lines = self.partial_path.read_text(encoding="utf-8").split("\n")  # after the last newline: cut by a kill
         try:
             header = json.loads(lines[0]) if len(lines) > 1 else {}
         except json.JSONDecodeError:
