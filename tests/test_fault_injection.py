@@ -67,7 +67,7 @@ def run_to_end(args: list[str], cwd: Path, marker: Path) -> tuple[float, float]:
     started = time.monotonic()
     process = start(args, cwd)
     active = wait_for(process, marker.exists)
-    assert process.wait() == 0, (cwd / "stderr.log").read_text()[-3000:]
+    assert process.wait(timeout=600) == 0, (cwd / "stderr.log").read_text()[-3000:]
     return active - started, time.monotonic() - active
 
 
