@@ -11,12 +11,13 @@ from transformers import AutoTokenizer, TrainerState
 from repro import prompts, rewards, tags
 from repro.config import ConfigError, RewardsConfig, TrainConfig, load_profile, profile_names
 from repro.data.answers import AnswerSentence, first_answer_sentence
-from repro.train.data import extraction_row
 from repro.io import InputError
+from repro.train.checkpoints import last_checkpoint
+from repro.train.data import extraction_row
 from repro.train.logs import StepLog, read_log, train_log_row
 from repro.train.reward import EviOmniReward, score_rollout
-from repro.train.run import TrainRun, _prepare_run_dir, last_checkpoint
 from repro.train.rollout import answer_contexts, masked_targets, parse_rollout
+from repro.train.run import TrainRun, _prepare_run_dir
 from repro.train.trainer import std_clipped_advantages
 from repro.train.warmup import warmup_examples, warmup_target
 

@@ -12,7 +12,7 @@ reported beside it, D14); the condition without the extractor has CR 1 by defini
 
 The study resumes: each trajectories file is a `repro.evaluation.records.RecordFile` written chunk by chunk
 (`CHUNK_BATCHES` agent batches of items at a time), so a killed run continues with the items it had not finished,
-and a rerun of the same configuration reuses finished files without loading a model (D103).
+and a rerun of the same configuration reuses finished files without loading the agent or the extractor (D103).
 """
 
 from __future__ import annotations

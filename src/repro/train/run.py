@@ -21,7 +21,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import re
 import shutil
 import subprocess
 import sys
@@ -42,12 +41,12 @@ from repro.config import Profile, RewardsConfig, TrainConfig
 from repro.data import layout
 from repro.io import write_json
 from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
+from repro.train.checkpoints import TRAINER_STATE, last_checkpoint
 from repro.train.data import split_rows
 from repro.train.reward import EviOmniReward
 from repro.train.trainer import EviOmniTrainer
 from repro.train.warmup import starting_policy
 
-TRAINER_STATE = "trainer_state.json"  # transformers writes it last when saving a checkpoint
 RUN_STATE_FILES = {"optimizer.pt", "scheduler.pt", "scaler.pt", TRAINER_STATE, "training_args.bin"}
 
 
@@ -148,24 +147,6 @@ def _prepare_run_dir(run: TrainRun, config: dict, is_main: bool) -> None:
             shutil.rmtree(run.root)
         write_json(run.config_file, {"fingerprint": fingerprint, **config})
     PartialState().wait_for_everyone()
-
-
-def last_checkpoint(checkpoints: Path) -> str | None:
-    """The last checkpoint whose trainer_state.json (written last by transformers) is complete; a later one
-    without it was cut by a kill while being saved and is skipped with a warning (it is saved again when the
-    resumed run reaches its step)."""
-    if not checkpoints.is_dir():
-        return None
-    found = sorted((int(m.group(1)), path) for path in checkpoints.iterdir()
-                   if path.is_dir() and (m := re.fullmatch(r"checkpoint-(\d+)", path.name)))
-    for _, path in reversed(found):
-        try:
-            TrainerState.load_from_json(str(path / TRAINER_STATE))
-            return str(path)
-        except (FileNotFoundError, json.JSONDecodeError, TypeError) as err:
-            warnings.warn(f"{path} is incomplete (a save cut by a kill: {TRAINER_STATE} "
-                          f"{'missing' if isinstance(err, FileNotFoundError) else 'damaged'}); it is skipped")
-    return None
 
 
 def export_checkpoint(checkpoint: Path, out: Path) -> None:
