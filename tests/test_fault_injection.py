@@ -51,8 +51,8 @@ evaluate(list(read_jsonl(rows)), FullPassages(), answerer, out, length_tokenizer
 def start(args: list[str], cwd: Path) -> subprocess.Popen:
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
-    log = open(cwd / "stderr.log", "ab")
-    return subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=log)
+    with open(cwd / "stderr.log", "ab") as log:  # the child keeps its own copy of the descriptor
+        return subprocess.Popen([sys.executable, *args], cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=log)
 
 
 def wait_for(process: subprocess.Popen, ready: Callable[[], bool]) -> float:
