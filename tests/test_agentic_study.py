@@ -1,6 +1,8 @@
 """The study's aggregation (EM, searches, CR over turns), Tables 5 and 6 beside the paper, item sampling and the
 case viewer, on trajectories written out turn by turn."""
 
+import contextlib
+import dataclasses
 import json
 
 import numpy as np
@@ -10,10 +12,12 @@ from conftest import ROOT
 
 from repro.agentic.actions import INVALID_ACTION_MESSAGE, format_documents, information_block
 from repro.agentic.cases import case_html, case_kind, cases_html, pair_trajectories, pick_cases
+from repro.agentic import study
 from repro.agentic.study import (_record, compare_conditions, extractor_ref, model_label, paired_item_scores,
-                                 sample_items, summarize, table5_layout, table6_layout, trajectory_path)
+                                 run_study, sample_items, summarize, table5_layout, table6_layout, trajectory_path)
 from repro.agentic.trajectory import Trajectory, Turn
 from repro.config import load_profile
+from repro.generation import Generator
 from repro.io import write_jsonl
 
 DOC = {"id": "1", "contents": '"Britney Spears"\nSpears was born in McComb, Mississippi, the second child.',
@@ -169,3 +173,68 @@ def test_conditions_are_compared_on_the_same_items(tmp_path):
 def test_conditions_on_different_items_are_refused():
     with pytest.raises(ValueError, match="different items"):
         paired_item_scores([{"id": "a", "em": 1, "searches": 1}], [{"id": "b", "em": 1, "searches": 1}])
+
+
+class AnsweringAgent(Generator):
+    """Answers every prompt at once; raises once it has answered `fail_after` prompts (a kill mid-study)."""
+
+    def __init__(self, tokenizer, fail_after: int | None = None):
+        self.tokenizer, self.fail_after, self.prompts = tokenizer, fail_after, 0
+
+    def _generate(self, prompts, params):
+        if self.fail_after is not None and self.prompts >= self.fail_after:
+            raise RuntimeError("killed")
+        self.prompts += len(prompts)
+        return ["<answer> Anna Berg </answer>"] * len(prompts)
+
+
+def chat_tokenizer():
+    """A word-level tokenizer with a plain chat template: all the loop asks of the agent's tokenizer here."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    words = Tokenizer(models.WordLevel({"[UNK]": 0}, unk_token="[UNK]"))
+    words.pre_tokenizer = pre_tokenizers.Whitespace()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=words, unk_token="[UNK]")
+    tokenizer.chat_template = "{% for m in messages %}<{{ m.role }}>{{ m.content }}\n{% endfor %}<assistant>"
+    return tokenizer
+
+
+@pytest.fixture
+def study_cfg(monkeypatch):
+    """The ci profile's study on 10 items per dataset, chunks of 8 (batch size 1), with a scripted agent."""
+    cfg = load_profile("ci", params_path=ROOT / "params.yaml")
+    cfg = dataclasses.replace(cfg, agentic=dataclasses.replace(cfg.agentic, batch_size=1))
+    items = [{"id": f"q{i}", "question": f"Who founded Vell{i}?", "golden_answers": ["Anna Berg"]} for i in range(10)]
+    monkeypatch.setattr(study, "sample_items", lambda cfg, dataset: items)
+    monkeypatch.setattr(study, "open_search", lambda cfg: contextlib.nullcontext(None))  # the agent never searches
+    return cfg, chat_tokenizer()
+
+
+def test_an_interrupted_study_resumes_with_the_unfinished_items_and_writes_what_a_whole_run_writes(
+        study_cfg, monkeypatch, tmp_path):
+    cfg, tokenizer = study_cfg
+    whole = AnsweringAgent(tokenizer)
+    monkeypatch.setattr(study, "load_generator", lambda *args: whole)
+    expected = run_study(cfg, tmp_path / "whole", progress=False)
+
+    killed = AnsweringAgent(tokenizer, fail_after=8)  # one chunk of the first file, then a kill
+    monkeypatch.setattr(study, "load_generator", lambda *args: killed)
+    with pytest.raises(RuntimeError, match="killed"):
+        run_study(cfg, tmp_path / "resumed", progress=False)
+    resumed = AnsweringAgent(tokenizer)
+    monkeypatch.setattr(study, "load_generator", lambda *args: resumed)
+    summary = run_study(cfg, tmp_path / "resumed", progress=False)
+
+    files = 2 * len(cfg.agentic.datasets)  # conditions x datasets of one agent
+    assert resumed.prompts == whole.prompts - 8 == files * 10 - 8  # only the unfinished items ran again
+    pd.testing.assert_frame_equal(summary, expected)
+    for condition in ("without", "with"):
+        for dataset in cfg.agentic.datasets:
+            paths = [trajectory_path(tmp_path / run, cfg.models.agents[0], condition, dataset)
+                     for run in ("whole", "resumed")]
+            assert paths[0].read_bytes() == paths[1].read_bytes()
+
+    again = AnsweringAgent(tokenizer, fail_after=0)
+    monkeypatch.setattr(study, "load_generator", lambda *args: again)
+    pd.testing.assert_frame_equal(run_study(cfg, tmp_path / "resumed", progress=False), expected)  # nothing reruns

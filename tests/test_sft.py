@@ -11,7 +11,7 @@ from transformers import AutoTokenizer, TrainerCallback
 from repro.config import load_profile
 from repro.generation.transformers_backend import TransformersGenerator
 from repro.prompts import format_passages, qa_messages
-from repro.train.sft import example_length, fit_lora_sft, fitting_examples, sft_args, sft_examples
+from repro.train.sft import _prepare, example_length, fit_lora_sft, fitting_examples, sft_args, sft_examples
 
 ROWS = [{"id": str(i), "question": f"What is the capital of Country{i}?", "golden_answers": [f"Capital{i}", "alias"],
          "passages": [{"id": str(i), "contents": f'"Country{i}"\nThe capital of Country{i} is Capital{i}.',
@@ -86,3 +86,18 @@ def test_sft_resumes_after_a_crash_and_saves_an_adapter_the_backend_loads(tmp_pa
 
     mtime = (adapter / "adapter_model.safetensors").stat().st_mtime_ns
     assert fit() == adapter and (adapter / "adapter_model.safetensors").stat().st_mtime_ns == mtime  # reused
+
+
+def test_a_run_directory_without_a_readable_configuration_is_cleared_before_an_sft_run(tmp_path):
+    root = tmp_path / "run"
+    (root / "checkpoints" / "checkpoint-1").mkdir(parents=True)  # left by a deletion cut by a kill
+    with pytest.warns(UserWarning, match="no run_config.json"):
+        assert not _prepare(root, {"fingerprint": "a"})
+    assert not (root / "checkpoints").exists()
+    assert json.loads((root / "run_config.json").read_text())["fingerprint"] == "a"
+    (root / "adapter").mkdir()
+    (root / "adapter" / "adapter_model.safetensors").write_bytes(b"")
+    assert _prepare(root, {"fingerprint": "a"})  # the same configuration: its finished adapter is reused
+    (root / "run_config.json").write_text('{"fingerprint": ')  # damaged
+    with pytest.warns(UserWarning, match="no run_config.json"):
+        assert not _prepare(root, {"fingerprint": "a"})

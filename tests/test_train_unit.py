@@ -8,15 +8,18 @@ import typing
 import numpy as np
 import pytest
 import torch
-from transformers import AutoTokenizer
+from transformers import AutoTokenizer, TrainerState
 
 from repro import prompts, rewards, tags
 from repro.config import ConfigError, RewardsConfig, TrainConfig, load_profile, profile_names
 from repro.data.answers import AnswerSentence, first_answer_sentence
+from repro.io import InputError
+from repro.train.checkpoints import last_checkpoint
 from repro.train.data import extraction_row
 from repro.train.logs import StepLog, read_log, train_log_row
 from repro.train.reward import EviOmniReward, score_rollout
 from repro.train.rollout import answer_contexts, masked_targets, parse_rollout
+from repro.train.run import TrainRun, _prepare_run_dir
 from repro.train.trainer import (
     KL_ESTIMATORS,
     EviOmniTrainer,
@@ -123,6 +126,51 @@ def test_train_log_rows_and_resume_truncation(tmp_path):
     log.truncate(2)  # resuming from checkpoint-2
     assert [json.loads(line)["step"] for line in log.path.read_text().splitlines()] == [1, 2]
     assert read_log(log.path)["reward_final"].tolist() == [0.1, 0.2]
+
+
+def test_a_damaged_log_row_is_an_error_naming_file_and_line_and_resume_keeps_the_rows_after_it(tmp_path):
+    log = StepLog(tmp_path / "train_log.jsonl")
+    for step in (1, 2, 3, 4):
+        log.append({"step": step})
+    lines = log.path.read_text().splitlines(keepends=True)
+    log.path.write_text("".join(lines[:1] + ['{"step": 2, "lo\n'] + lines[2:]))
+    with pytest.raises(InputError, match=r"train_log.jsonl:2: damaged row, invalid JSON"):
+        read_log(log.path)
+    with pytest.raises(InputError, match=r"train_log.jsonl:2: damaged row"):
+        log.truncate(3)  # resuming from checkpoint-3
+    assert log.path.read_text().count("\n") == 4  # nothing was rewritten
+    log.path.write_text("".join(lines[:1] + ['[2]\n'] + lines[2:]))
+    with pytest.raises(InputError, match=r"train_log.jsonl:2: field 'step': damaged row"):
+        log.rows()
+
+
+def test_a_checkpoint_cut_by_a_kill_while_saving_is_skipped_with_a_warning(tmp_path):
+    checkpoints = tmp_path / "checkpoints"
+    for step in (2, 4, 6, 10):
+        (checkpoints / f"checkpoint-{step}").mkdir(parents=True)
+    for step in (2, 4):
+        TrainerState(global_step=step).save_to_json(str(checkpoints / f"checkpoint-{step}" / "trainer_state.json"))
+    (checkpoints / "checkpoint-6" / "model.safetensors").write_bytes(b"")  # killed before trainer_state.json
+    (checkpoints / "checkpoint-10" / "trainer_state.json").write_text('{"global_step": 1')  # killed while writing it
+    with pytest.warns(UserWarning) as warned:
+        assert last_checkpoint(checkpoints) == str(checkpoints / "checkpoint-4")  # by step, not by name
+    assert [str(w.message).split(" is ")[0] for w in warned] == [str(checkpoints / f"checkpoint-{s}") for s in (10, 6)]
+    assert "trainer_state.json damaged" in str(warned[0].message) and "missing" in str(warned[1].message)
+    assert last_checkpoint(tmp_path / "none") is None
+
+
+def test_a_run_directory_of_another_or_of_no_recorded_configuration_is_cleared(tmp_path):
+    run = TrainRun(tmp_path / "run")
+    (run.checkpoints / "checkpoint-2").mkdir(parents=True)  # left by a deletion cut by a kill: no run_config.json
+    with pytest.warns(UserWarning, match="no run_config.json"):
+        _prepare_run_dir(run, {"lr": 1}, is_main=True)
+    assert not run.checkpoints.exists() and json.loads(run.config_file.read_text())["lr"] == 1
+    (run.checkpoints / "checkpoint-2").mkdir(parents=True)
+    _prepare_run_dir(run, {"lr": 1}, is_main=True)  # the same configuration: resumed
+    assert (run.checkpoints / "checkpoint-2").is_dir()
+    with pytest.warns(UserWarning, match="another configuration"):
+        _prepare_run_dir(run, {"lr": 2}, is_main=True)
+    assert not run.checkpoints.exists() and json.loads(run.config_file.read_text())["lr"] == 2
 
 
 def test_profiles_carry_the_papers_grpo_settings_and_a_resumable_checkpoint_policy():

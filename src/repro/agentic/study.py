@@ -9,14 +9,20 @@ each dataset, without and with the evidence extractor; per-item trajectories, th
 CR of one trajectory is Σ L(retrieved) / Σ L(evidence) over its searches (see repro.agentic.trajectory);
 a dataset's CR is the mean over trajectories that searched at least once (the ratio of the summed lengths is
 reported beside it, D14); the condition without the extractor has CR 1 by definition.
+
+The study resumes: each trajectories file is a `repro.evaluation.records.RecordFile` written chunk by chunk
+(`CHUNK_BATCHES` agent batches of items at a time), so a killed run continues with the items it had not finished,
+and a rerun of the same configuration reuses finished files without loading the agent or the extractor (D103).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
 import gc
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -35,14 +41,18 @@ from repro.data import layout
 from repro.data_stage import open_corpus
 from repro.data.corpus import PassageStore
 from repro.data.qa import read_qa
+from repro.evaluation.records import RecordFile, process_resumably, read_records
+from repro.io import fingerprint
 from repro.generation import Generator, make_generator
-from repro.io import read_jsonl, write_jsonl
 from repro.metrics import corpus_compression_ratio, text_length
 from repro.paper import PAPER_DIR, TABLE_FILES, load_paper_tables
 from repro.retrieval.run import RetrievalSession
 
 CONDITIONS = ("without", "with")  # the agent alone; the agent with the extractor (Algorithm 2)
 TRAJECTORIES_DIR = "trajectories"
+TRAJECTORY_FIELDS = ("question", "golden_answers", "prediction", "em", "searches", "done", "prompt", "turns",
+                     "retrieved_length", "evidence_length")
+CHUNK_BATCHES = 8  # items written to the trajectories file at a time, in agent batches (agentic.batch_size)
 
 
 def agentic_config(cfg: Profile) -> AgenticConfig:
@@ -88,8 +98,8 @@ def sample_items(cfg: Profile, dataset: str) -> list[dict]:
 
 def open_local_search(cfg: Profile) -> tuple[LocalSearch, PassageStore]:
     """The profile's agentic retriever (`retrieval.agentic`) over its corpus; close the store when done."""
-    store, fingerprint = open_corpus(cfg)
-    retriever = RetrievalSession(cfg, store, fingerprint).retriever(cfg.retrieval.agentic)
+    store, corpus_fingerprint = open_corpus(cfg)
+    retriever = RetrievalSession(cfg, store, corpus_fingerprint).retriever(cfg.retrieval.agentic)
     return LocalSearch(retriever, store), store
 
 
@@ -124,33 +134,79 @@ def length_function(cfg: Profile, extractor: Generator):
     return lambda text: text_length(text, unit, tokenizer)
 
 
-def run_study(cfg: Profile, out_dir: str | Path, progress: bool = True) -> pd.DataFrame:
-    """Run every agent × dataset × condition, write the trajectories, return one summary row per run. A model
+def run_config(cfg: Profile, agent: str, condition: str, items: Sequence[dict]) -> dict:
+    """Everything the trajectories of one agent × condition × dataset depend on (their file's fingerprint)."""
+    a = cfg.agentic
+    return {"agent": agent, "condition": condition, "items": fingerprint(list(items)), "dtype": cfg.models.dtype,
+            "agentic": {k: v for k, v in dataclasses.asdict(a).items() if k not in ("datasets", "n_items", "seed")},
+            "extractor": extractor_ref(cfg) if condition == "with" else None,
+            "length_unit": cfg.rewards.length_unit if condition == "with" else None,
+            "retrieval": None if a.search_url else dataclasses.asdict(cfg.retrieval)}
+
+
+class StudyModels:
+    """The extractor and the current agent, each loaded when first needed (a finished study loads none). A model
     that is both agent and extractor (the embedded default) is loaded once."""
+
+    def __init__(self, cfg: Profile, progress: bool):
+        self.cfg, self.progress = cfg, progress
+        self._extractor: Generator | None = None
+        self._agent: tuple[str, Generator] | None = None
+
+    def extractor_generator(self) -> Generator:
+        if self._extractor is None:
+            self._extractor = load_generator(self.cfg, extractor_ref(self.cfg), self.cfg.agentic.extractor_options,
+                                             self.progress)
+        return self._extractor
+
+    def agent(self, ref: str) -> Generator:
+        a = self.cfg.agentic
+        if ref == extractor_ref(self.cfg) and a.agent_options == a.extractor_options:
+            return self.extractor_generator()
+        if self._agent is None or self._agent[0] != ref:
+            self.release_agent()  # free an agent before loading the next
+            self._agent = ref, load_generator(self.cfg, ref, a.agent_options, self.progress)
+        return self._agent[1]
+
+    def release_agent(self) -> None:
+        self._agent = None
+        gc.collect()
+
+
+def trajectory_records(items: list[dict], *, models: StudyModels, agent_ref: str, condition: str, search: Search,
+                       progress: bool) -> list[dict]:
+    """The trajectory records of `items` run by one agent, without or with the extractor (one batch per turn)."""
+    cfg, extractor, length = models.cfg, None, None
+    agent = models.agent(agent_ref)
+    if condition == "with":
+        generator = models.extractor_generator()
+        extractor = EvidenceExtractor(generator, cfg.agentic.extractor_max_new_tokens, cfg.agentic.batch_size)
+        length = length_function(cfg, generator)
+    trajectories = run_agent(items, agent, agent.tokenizer, search, agent_settings(cfg), extractor, progress,
+                             desc=f"{model_name(agent_ref)} {condition} extractor")
+    return [_record(trajectory, length) for trajectory in trajectories]
+
+
+def run_study(cfg: Profile, out_dir: str | Path, progress: bool = True) -> pd.DataFrame:
+    """Run every agent × dataset × condition, write the trajectories, return one summary row per run; finished
+    trajectories of the same configuration are reused, an interrupted run resumes."""
     a = agentic_config(cfg)
-    settings, items = agent_settings(cfg), {d: sample_items(cfg, d) for d in a.datasets}
-    ext_ref = extractor_ref(cfg)
-    extractor_generator = load_generator(cfg, ext_ref, a.extractor_options, progress)
-    extractor = EvidenceExtractor(extractor_generator, a.extractor_max_new_tokens, a.batch_size)
-    length = length_function(cfg, extractor_generator)
-    rows = []
+    items = {d: sample_items(cfg, d) for d in a.datasets}
+    models, rows = StudyModels(cfg, progress), []
     with open_search(cfg) as search:
         for agent_ref in cfg.models.agents:
-            shared = agent_ref == ext_ref and a.agent_options == a.extractor_options
-            agent = extractor_generator if shared else load_generator(cfg, agent_ref, a.agent_options, progress)
-            for condition in CONDITIONS:  # all datasets in one loop: every turn is one batch over all items
-                with_extractor = condition == "with"
-                trajectories = iter(run_agent([i for d in a.datasets for i in items[d]], agent, agent.tokenizer,
-                                              search, settings, extractor if with_extractor else None, progress,
-                                              desc=f"{model_name(agent_ref)} {condition} extractor"))
+            for condition in CONDITIONS:
+                process = functools.partial(trajectory_records, models=models, agent_ref=agent_ref,
+                                            condition=condition, search=search, progress=progress)
                 for dataset in a.datasets:
-                    records = [_record(next(trajectories), length if with_extractor else None) for _ in items[dataset]]
-                    write_jsonl(trajectory_path(out_dir, agent_ref, condition, dataset), records)
+                    store = RecordFile(trajectory_path(out_dir, agent_ref, condition, dataset),
+                                       run_config(cfg, agent_ref, condition, items[dataset]), TRAJECTORY_FIELDS)
+                    records = process_resumably(items[dataset], store, process, CHUNK_BATCHES * a.batch_size,
+                                                progress, desc=f"{model_name(agent_ref)} {condition} {dataset}")
                     rows.append({"agent": agent_ref, "condition": condition, "dataset": dataset,
                                  **summarize(records)})
-            del agent  # free an agent before loading the next
-            gc.collect()
-    return pd.DataFrame(rows).assign(extractor=ext_ref)
+            models.release_agent()
+    return pd.DataFrame(rows).assign(extractor=extractor_ref(cfg))
 
 
 def _record(trajectory: Trajectory, length) -> dict:
@@ -177,7 +233,8 @@ def summarize(records: list[dict]) -> dict:
 
 
 def read_trajectories(out_dir: str | Path, agent: str, condition: str, dataset: str) -> list[Trajectory]:
-    return [Trajectory.from_record(r) for r in read_jsonl(trajectory_path(out_dir, agent, condition, dataset))]
+    return [Trajectory.from_record(r)
+            for r in read_records(trajectory_path(out_dir, agent, condition, dataset), TRAJECTORY_FIELDS)]
 
 
 def paired_item_scores(without: list[dict], with_: list[dict]) -> tuple[dict, dict]:
@@ -197,7 +254,8 @@ def compare_conditions(summary: pd.DataFrame, out_dir: str | Path, n_resamples: 
     (repro.stats, D21). `effect` is with − without (EM in points); `p_holm` is Holm-corrected across all rows."""
     rows = []
     for (agent, dataset), _ in summary.groupby(["agent", "dataset"], sort=False):
-        without, with_ = (read_jsonl(trajectory_path(out_dir, agent, c, dataset)) for c in CONDITIONS)
+        without, with_ = (read_records(trajectory_path(out_dir, agent, c, dataset), ("em", "searches"))
+                          for c in CONDITIONS)
         scores_without, scores_with = paired_item_scores(list(without), list(with_))
         tests = stats.compare_per_item(scores_with, scores_without, n_resamples=n_resamples, seed=seed)
         rows.append(tests.assign(agent=agent, dataset=dataset))

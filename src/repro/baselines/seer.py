@@ -204,7 +204,7 @@ def scored_candidates(rows: Sequence[dict], sampler: Generator, assessor: Assess
                       store: RecordFile, chunk_size: int, progress: bool = True) -> list[dict]:
     """Stages 1-2 for every row: sampled, deduplicated and assessed candidates, one record per question, written
     chunk by chunk to `store` (a rerun of the same configuration resumes or reuses)."""
-    if (finished := store.finished()) is not None:
+    if (finished := store.finished([row["id"] for row in rows])) is not None:
         return finished
     done = store.resume()
     todo = [row for row in rows if row["id"] not in done]

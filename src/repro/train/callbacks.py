@@ -46,8 +46,8 @@ class DevSelectionCallback(TrainerCallback):
         self.evaluate_initial = evaluate_initial
 
     def on_train_begin(self, args, state, control, **kwargs):
-        if state.is_world_process_zero:
-            self.log.truncate(state.global_step)
+        if state.is_world_process_zero:  # a run that starts afresh evaluates the initial policy again
+            self.log.truncate(state.global_step if state.global_step > 0 else -1)
         if state.global_step == 0 and self.evaluate_initial:
             self._evaluate(state, checkpoint=None)
 

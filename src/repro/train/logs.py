@@ -14,7 +14,10 @@
 
 `dev_eval.jsonl` has one row per dev evaluation (greedy decoding, the same terms without the TRL ones).
 Answers outside the training answer subset are not generated during training: their columns are null.
-Both files are appended line by line and, on resume, cut back to the steps of the checkpoint resumed from.
+Both files are appended line by line (flushed and fsynced) and, on resume, cut back to the steps of the
+checkpoint resumed from: the rows after it were logged by the killed run and are logged again, step by step, by
+the resumed one. A last line without its newline was cut by a kill and is dropped; a damaged complete line is
+an error naming file and line, never a reason to drop the rows after it (D101).
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.io import write_jsonl
+from repro.io import InputError, write_jsonl
 
 TRL_COLUMNS = {  # key in TRL's logs -> column of train_log.jsonl
     "kl": "kl", "clip_ratio/region_mean": "clip_frac", "loss": "loss", "grad_norm": "grad_norm",
@@ -34,6 +37,7 @@ TRL_COLUMNS = {  # key in TRL's logs -> column of train_log.jsonl
     "completions/clipped_ratio": "truncated_frac", "step_time": "step_time", "epoch": "epoch",
 }
 EVIOMNI_PREFIX = "eviomni/"
+REPAIR_HINT = "restore the line (train_log rows are also in the log_history of each checkpoint's trainer_state.json)"
 
 
 def train_log_row(logs: dict, step: int, wall_time: float) -> dict:
@@ -51,19 +55,25 @@ class StepLog:
         self.path = Path(path)
 
     def rows(self) -> list[dict]:
-        """The complete rows; a last line cut off by a crash is ignored."""
+        """The complete rows; a last line cut off by a kill is ignored, a damaged complete line raises."""
         if not self.path.exists():
             return []
         rows = []
-        for line in self.path.read_text(encoding="utf-8").splitlines():
+        for line_no, line in enumerate(self.path.read_text(encoding="utf-8").split("\n")[:-1], start=1):
             try:
-                rows.append(json.loads(line))
-            except json.JSONDecodeError:
-                break
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise InputError(self.path, f"damaged row, invalid JSON ({err.msg}); {REPAIR_HINT}",
+                                 line=line_no) from None
+            if not isinstance(row, dict) or not isinstance(row.get("step"), int):
+                raise InputError(self.path, f"damaged row, not an object with an integer step; {REPAIR_HINT}",
+                                 line=line_no, field="step")
+            rows.append(row)
         return rows
 
     def truncate(self, last_step: int) -> None:
-        """Keep the rows up to `last_step` (the step a resumed run restarts from), atomically."""
+        """Keep the rows up to `last_step` (the step a resumed run restarts from), atomically; a damaged row
+        raises before anything is rewritten."""
         if self.path.exists():
             write_jsonl(self.path, [r for r in self.rows() if r["step"] <= last_step])
 

@@ -30,9 +30,9 @@ from pathlib import Path
 
 import torch
 import yaml
+from accelerate import PartialState
 from datasets import Dataset
 from transformers import AutoTokenizer, TrainerCallback, TrainerState
-from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOConfig
 
 from repro.assets import resolve
@@ -42,12 +42,13 @@ from repro.io import fingerprint, write_json
 from repro.nli import NLIScorer
 from repro.rewards import REWARD_DESIGNS
 from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
+from repro.train.checkpoints import TRAINER_STATE, last_checkpoint
 from repro.train.data import split_rows
 from repro.train.reward import EviOmniReward
 from repro.train.trainer import EviOmniTrainer
 from repro.train.warmup import starting_policy
 
-RUN_STATE_FILES = {"optimizer.pt", "scheduler.pt", "scaler.pt", "trainer_state.json", "training_args.bin"}
+RUN_STATE_FILES = {"optimizer.pt", "scheduler.pt", "scaler.pt", TRAINER_STATE, "training_args.bin"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,16 +130,25 @@ def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool
     )
 
 
+def _recorded_fingerprint(run: TrainRun) -> str | None:
+    try:
+        return json.loads(run.config_file.read_text(encoding="utf-8"))["fingerprint"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
+        return None
+
+
 def _prepare_run_dir(run: TrainRun, config: dict, is_main: bool) -> None:
-    """Keep the run directory when it belongs to `config` (resume), else clear it."""
+    """Keep the run directory when it belongs to `config` (resume), else clear it (on the main process; every
+    process waits for it before looking for checkpoints). A directory without a readable run_config.json (e.g.
+    a deletion cut by a kill) is cleared too: its checkpoints cannot be told to belong to this run."""
     expected = fingerprint(config)
-    if not is_main:
-        return
-    if run.config_file.exists() and json.loads(run.config_file.read_text())["fingerprint"] != expected:
-        warnings.warn(f"{run.root} holds a run of another configuration; its checkpoints are discarded")
-        shutil.rmtree(run.root)
-    if not run.config_file.exists():
+    if is_main and _recorded_fingerprint(run) != expected:
+        if run.root.exists() and any(run.root.iterdir()):
+            warnings.warn(f"{run.root} holds a run of another configuration (or no run_config.json); its "
+                          f"checkpoints and logs are discarded")
+            shutil.rmtree(run.root)
         write_json(run.config_file, {"fingerprint": expected, **config})
+    PartialState().wait_for_everyone()
 
 
 def export_checkpoint(checkpoint: Path, out: Path) -> None:
@@ -170,7 +180,7 @@ def _finished_state(checkpoint: str | None) -> TrainerState | None:
     """The trainer state of `checkpoint` if it is the end of its run (transformers would train on)."""
     if checkpoint is None:
         return None
-    state = TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json"))
+    state = TrainerState.load_from_json(str(Path(checkpoint) / TRAINER_STATE))
     return state if state.global_step >= state.max_steps else None
 
 
@@ -207,7 +217,7 @@ def fit(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_rows: Seque
     """Train (resuming from the run's last checkpoint if there is one) and export the selected extractor."""
     trainer = build_trainer(cfg, run, train_rows, dev_rows, answer_subset=answer_subset, max_steps=max_steps,
                             progress=progress, callbacks=callbacks)
-    checkpoint = get_last_checkpoint(str(run.checkpoints)) if run.checkpoints.is_dir() else None
+    checkpoint = last_checkpoint(run.checkpoints)
     state = _finished_state(checkpoint)
     if state is None:
         trainer.train(resume_from_checkpoint=checkpoint)

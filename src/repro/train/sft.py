@@ -34,7 +34,6 @@ import torch
 from datasets import Dataset
 from peft import LoraConfig
 from transformers import AutoTokenizer, Trainer, TrainerCallback
-from transformers.trainer_utils import get_last_checkpoint
 from trl import SFTConfig, SFTTrainer
 
 from repro.assets import resolve
@@ -46,6 +45,7 @@ from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json, wri
 from repro.preflight import require
 from repro.prompts import passages_document, qa_messages
 from repro.retrieval.quality import read_contexts
+from repro.train.checkpoints import last_checkpoint
 from repro.train.fused_head import compact_fused_lm_head_on_cpu
 
 
@@ -110,13 +110,18 @@ def lora_config(sft: LoRASFTConfig) -> LoraConfig:
 
 
 def _prepare(root: Path, config: dict) -> bool:
-    """Clear `root` if it holds a run of another configuration; True if its adapter is already finished."""
+    """Clear `root` if it holds a run of another configuration, or files without a readable run_config.json (a
+    deletion cut by a kill, D102); True if its adapter is already finished."""
     config_file = root / "run_config.json"
-    stored = json.loads(config_file.read_text(encoding="utf-8")) if config_file.exists() else None
-    if stored is not None and stored["fingerprint"] != config["fingerprint"]:
-        warnings.warn(f"{root} holds a run of another configuration; it is discarded", stacklevel=3)
-        shutil.rmtree(root)
-    if not config_file.exists():
+    try:
+        stored = json.loads(config_file.read_text(encoding="utf-8"))["fingerprint"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
+        stored = None
+    if stored != config["fingerprint"]:
+        if root.exists() and any(root.iterdir()):
+            warnings.warn(f"{root} holds a run of another configuration (or no run_config.json); it is discarded",
+                          stacklevel=3)
+            shutil.rmtree(root)
         write_json(config_file, config)
     return (root / "adapter" / "adapter_model.safetensors").exists()
 
@@ -131,8 +136,7 @@ def fit_in_run_dir(make_trainer: Callable[[], Trainer], root: Path, config: dict
     compact_fused_lm_head_on_cpu()
     trainer = make_trainer()
     checkpoints = Path(trainer.args.output_dir)
-    last = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
-    trainer.train(resume_from_checkpoint=last)
+    trainer.train(resume_from_checkpoint=last_checkpoint(checkpoints))
     write_jsonl(root / "train_log.jsonl", trainer.state.log_history)
     shutil.rmtree(adapter, ignore_errors=True)
     with atomic_dir(adapter) as tmp:
