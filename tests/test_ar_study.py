@@ -274,7 +274,7 @@ def test_scaffold_needs_a_local_backend():
 
 
 def test_an_http_teacher_keeps_its_finished_requests_in_the_request_cache(tmp_path):
-    cfg = load_profile("paper-1.5b")  # DeepSeek-R1 over the OpenAI API; here an address where nothing listens
+    cfg = load_profile("paper-1p5b")  # DeepSeek-R1 over the OpenAI API; here an address where nothing listens
     teacher = dataclasses.replace(cfg.ar_study.teacher, options={"base_url": "http://127.0.0.1:9/v1", "max_retries": 0})
     cfg = dataclasses.replace(cfg, ar_study=dataclasses.replace(cfg.ar_study, teacher=teacher))
     http_teacher = Teacher(cfg, progress=False, request_cache=tmp_path / "requests.partial.jsonl")

@@ -19,8 +19,10 @@ import pytest
 
 from repro.generation import GenerationParams, make_generator
 from repro.generation.openai_client import OpenAIClientGenerator
+from repro.generation.pool import ModelPool
 from repro.generation.transformers_backend import TransformersGenerator
 from repro.generation.vllm_backend import VLLMGenerator
+from repro.io import model_fingerprint
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
@@ -116,7 +118,7 @@ def test_lora_adapters_are_requests_on_the_base_models_engine(ci_engine, ci_tran
     assert ci_engine.llm is not None  # closing a view leaves the engine running
 
 
-def test_smollm2_greedy_texts_equal_the_transformers_backend_and_close_ends_the_engine(smollm2_dir):
+def test_smollm2_through_the_pool_equals_transformers_and_release_ends_its_one_engine(smollm2_dir, tmp_path):
     prompts = [[{"role": "user", "content": q}] for q in
                ("What is the capital of France?", "Who wrote Romeo and Juliet?", "What is 2 + 2?",
                 "Name the largest planet of the solar system.")]
@@ -125,16 +127,20 @@ def test_smollm2_greedy_texts_equal_the_transformers_backend_and_close_ends_the_
     assert "Paris" in reference[0]
 
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    with make_generator("vllm", str(smollm2_dir), dtype="float32", max_model_len=512, enforce_eager=True,
-                        progress=False) as engine:
+    options = dict(max_model_len=512, enforce_eager=True, max_lora_rank=8)
+    with ModelPool("vllm", "float32", progress=False, options=options) as pool:
+        engine, engine_id = pool.get(str(smollm2_dir))
+        assert engine.generate(prompts, params) == reference
+        adapted, adapted_id = pool.get(str(smollm2_dir), str(tmp_path))  # an adapter is a request, not an engine
+        assert pool.get(str(smollm2_dir)) == (engine, engine_id) and pool.engines_alive == 1
+        assert adapted.llm is engine.llm and adapted_id == engine_id.replace("@", f"+lora:{model_fingerprint(str(tmp_path))}@")
         started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
         assert started, "vLLM runs its engine core in a child process"
-        assert engine.generate(prompts, params) == reference
-    _, alive = psutil.wait_procs(started, timeout=30)
-    assert not alive
-    engine.close()  # idempotent
-    with pytest.raises(RuntimeError, match="closed"):
-        engine.generate(prompts)
+        pool.release(str(smollm2_dir))
+        assert pool.engines_alive == 0 and not psutil.wait_procs(started, timeout=30)[1]
+        for generator in (engine, adapted):
+            with pytest.raises(RuntimeError, match="closed"):
+                generator.generate(prompts[:1])
 
 
 def free_port() -> int:

@@ -15,9 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 A100 = Gpu("A100-SXM4-80GB", 80 * 10**9)
 
 
-def dvc_params_errors(tmp_path: Path, profile: str, params: dict) -> list[str]:
+def dvc_params_errors(tmp_path: Path, monkeypatch, profile: str, params: dict) -> list[str]:
     """What `dvc repro` checks first for every stage: each `params:` path of dvc.yaml, with `profile` selected,
     read from params.yaml (DVC's ParamsDependency.get_hash, as when a stage runs)."""
+    import dvc.dependency.param
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
 
@@ -26,7 +27,15 @@ def dvc_params_errors(tmp_path: Path, profile: str, params: dict) -> list[str]:
     (repo_dir / "params.yaml").write_text(yaml.safe_dump({**params, "profile": profile}, sort_keys=False))
     shutil.copy(ROOT / "dvc.yaml", repo_dir / "dvc.yaml")
     Repo.init(str(repo_dir), no_scm=True)
-    errors = []
+    errors, parsed = [], {}
+    load_path = dvc.dependency.param.load_path  # DVC re-parses params.yaml for every dependency: parse it once
+
+    def load_once(path, fs, **kwargs):
+        if path not in parsed:
+            parsed[path] = load_path(path, fs, **kwargs)
+        return parsed[path]
+
+    monkeypatch.setattr(dvc.dependency.param, "load_path", load_once)
     with Repo(str(repo_dir)) as repo:
         for stage in repo.index.stages:
             for dep in stage.deps:
@@ -39,15 +48,15 @@ def dvc_params_errors(tmp_path: Path, profile: str, params: dict) -> list[str]:
 
 
 @pytest.mark.parametrize("profile", profile_names(ROOT / "params.yaml"))
-def test_every_profile_resolves_as_dvc_parameter_paths(tmp_path, profile):
+def test_every_profile_resolves_as_dvc_parameter_paths(tmp_path, monkeypatch, profile):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
-    assert dvc_params_errors(tmp_path, profile, params) == []
+    assert dvc_params_errors(tmp_path, monkeypatch, profile, params) == []
 
 
-def test_a_dotted_profile_name_is_what_dvc_cannot_resolve(tmp_path):
+def test_a_dotted_profile_name_is_what_dvc_cannot_resolve(tmp_path, monkeypatch):
     params = yaml.safe_load((ROOT / "params.yaml").read_text())
     params["profiles"]["paper-1.5b"] = params["profiles"]["paper-1p5b"]
-    errors = dvc_params_errors(tmp_path, "paper-1.5b", params)
+    errors = dvc_params_errors(tmp_path, monkeypatch, "paper-1.5b", params)
     assert errors and "profiles.paper-1.5b.models" in errors[0] and "missing from 'params.yaml'" in errors[0]
 
 

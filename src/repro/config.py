@@ -33,7 +33,7 @@ class ConfigError(ValueError):
 GENERATOR_OPTIONS = {
     "transformers": ("adapter", "dtype", "device", "progress"),
     "vllm": ("adapter", "dtype", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "max_lora_rank",
-             "progress"),
+             "enable_lora", "enforce_eager", "progress"),
     "openai": ("base_url", "api_key", "api_key_env", "max_workers", "timeout", "max_retries", "backoff",
                "max_retry_after", "deadline", "cache_path", "progress"),
     "heuristic": (),
@@ -443,6 +443,7 @@ class EvaluationConfig:
     split: str = "test"
     max_questions: int | None = None  # a seeded subset of N questions of each set (None: all; CPU budget)
     backend: typing.Literal["transformers", "vllm"] = "transformers"
+    options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)  # engine kwargs (vLLM: memory, lengths)
     qa_adapter: bool = True  # answer with the LoRA generator of the qa_generator stage (False: the base model)
     batch_size: int = 8  # prompts per forward batch (transformers backend)
     chunk_size: int = 64  # questions per resumable chunk, flushed to the partial file
@@ -458,6 +459,7 @@ class EvaluationConfig:
                                                                      self.reading_check_questions or 1) < 1:
             raise ConfigError(f"evaluation: {', '.join(positive)}, max_questions and reading_check_questions "
                               "must be positive")
+        check_generator_options(self.options, self.backend, "evaluation.options", ("adapter", "dtype", "progress"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -522,12 +524,14 @@ class LatencyConfig:
     warmup_batches: int = 1
     repetitions: int = 3  # the median is reported
     backend: typing.Literal["transformers", "vllm"] = "transformers"
+    options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)  # engine kwargs (vLLM: memory, lengths)
 
     def __post_init__(self):
         if not self.datasets or not self.methods:
             raise ConfigError("latency: need datasets and methods")
         if min(self.queries, self.batch_size, self.max_new_tokens, self.repetitions) < 1 or self.warmup_batches < 0:
             raise ConfigError("latency: queries, batch_size, max_new_tokens, repetitions >= 1, warmup_batches >= 0")
+        check_generator_options(self.options, self.backend, "latency.options", ("adapter", "dtype", "progress"))
 
 
 @dataclasses.dataclass(frozen=True)

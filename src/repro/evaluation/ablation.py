@@ -12,7 +12,6 @@ prediction files in data/<profile>/predictions/ablation_answer_rewards/<dataset>
 
 from __future__ import annotations
 
-import gc
 from collections.abc import Sequence
 
 import pandas as pd
@@ -24,8 +23,6 @@ from repro.evaluation.records import read_records
 from repro.evaluation.refiners import RationalExtractor
 from repro.evaluation.study import Study, evaluation_rows, with_evaluation_settings
 from repro.evaluation.tables import summarize
-from repro.generation import make_generator
-from repro.generation.pool import generator_id
 from repro.train.run import TrainRun, train_extractor
 
 STUDY = "ablation_answer_rewards"
@@ -49,26 +46,27 @@ def ablation_run(cfg: Profile, subset: Sequence[str]) -> TrainRun:
 
 
 def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:
-    """Train (or resume, or reuse) the extractor of every subset of `cfg.ablation`, evaluate each on its test sets
-    with the profile's QA generator; one row per prediction file."""
+    """Train (or resume, or reuse) the extractor of every subset of `cfg.ablation`, then evaluate each on its test
+    sets with the profile's QA generator; one row per prediction file. Every run is trained before the first
+    model is loaded for evaluation, so training workers never share the devices with an inference engine."""
     ab = cfg.ablation
     if ab is None:
         raise ValueError(f"profile {cfg.name} has no ablation section")
-    runner = Study(cfg, with_evaluation_settings(cfg, datasets=ab.datasets, split=ab.split,
-                                                 max_questions=ab.max_questions))
+    runs = {subset_name(s): train_extractor(cfg, ablation_run(cfg, s).root, answer_subset=s, max_steps=ab.max_steps)
+            for s in ab.subsets}
     sets = {dataset: evaluation_rows(cfg, dataset, ab.split, ab.max_questions) for dataset in ab.datasets}
+    ev = with_evaluation_settings(cfg, datasets=ab.datasets, split=ab.split, max_questions=ab.max_questions)
     files = []
-    for subset in ab.subsets:
-        run = train_extractor(cfg, ablation_run(cfg, subset).root, answer_subset=subset, max_steps=ab.max_steps)
-        dtype = cfg.models.inference
-        generator = make_generator(runner.ev.backend, str(run.extractor), dtype=dtype, progress=False)
-        refiner = RationalExtractor(generator, generator_id(str(run.extractor), None, dtype), runner.params)
-        for dataset, rows in sets.items():
-            path = layout.predictions_path(cfg.name, STUDY, dataset, subset_name(subset))
-            runner.evaluate(rows, refiner, path, f"{subset_label(subset)} on {dataset}", progress)
-            files.append({"subset": subset_label(subset), "dataset": dataset, "path": str(path)})
-        del refiner, generator  # one extractor in memory at a time
-        gc.collect()
+    with Study(cfg, ev) as runner:
+        for subset in ab.subsets:
+            extractor = str(runs[subset_name(subset)].extractor)
+            generator, model_id = runner.pool.get(extractor)
+            refiner = RationalExtractor(generator, model_id, runner.params)
+            for dataset, rows in sets.items():
+                path = layout.predictions_path(cfg.name, STUDY, dataset, subset_name(subset))
+                runner.evaluate(rows, refiner, path, f"{subset_label(subset)} on {dataset}", progress)
+                files.append({"subset": subset_label(subset), "dataset": dataset, "path": str(path)})
+            runner.pool.release(extractor)  # one extractor in memory at a time
     return pd.DataFrame(files)
 
 

@@ -68,18 +68,18 @@ def run_latency(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     lat = cfg.latency
     if lat is None:
         raise ValueError(f"profile {cfg.name} has no latency section")
-    pool = ModelPool(lat.backend, cfg.models.inference, progress=False)
     params = GenerationParams(max_new_tokens=lat.max_new_tokens, batch_size=lat.batch_size)
     tokenizer = length_tokenizer(cfg)
     results = []
-    for key in lat.methods:
-        refiner = build_refiner(key, cfg, pool, params)
-        for dataset in lat.datasets:
-            rows = evaluation_rows(cfg, dataset, lat.split, lat.queries)
-            measured = measure_latency(refiner, rows, batch_size=lat.batch_size, repetitions=lat.repetitions,
-                                       warmup_batches=lat.warmup_batches, tokenizer=tokenizer, progress=progress)
-            results.append({"method": METHODS[key].label, "dataset": dataset, "max new tokens": lat.max_new_tokens,
-                            **measured})
+    with ModelPool(lat.backend, cfg.models.inference, progress=False, options=lat.options) as pool:
+        for key in lat.methods:
+            refiner = build_refiner(key, cfg, pool, params)
+            for dataset in lat.datasets:
+                rows = evaluation_rows(cfg, dataset, lat.split, lat.queries)
+                measured = measure_latency(refiner, rows, batch_size=lat.batch_size, repetitions=lat.repetitions,
+                                           warmup_batches=lat.warmup_batches, tokenizer=tokenizer, progress=progress)
+                results.append({"method": METHODS[key].label, "dataset": dataset,
+                                "max new tokens": lat.max_new_tokens, **measured})
     return pd.DataFrame(results)
 
 

@@ -47,11 +47,11 @@ def length_tokenizer(cfg: Profile):
 
 class Study:
     """What the methods of a study share: the QA generator, the length tokenizer, the decoding settings and the
-    loaded models."""
+    loaded models (a context manager: leaving it ends the models' engines)."""
 
     def __init__(self, cfg: Profile, ev: EvaluationConfig):
         self.cfg, self.ev = cfg, ev
-        self.pool = ModelPool(ev.backend, cfg.models.inference, progress=False)
+        self.pool = ModelPool(ev.backend, cfg.models.inference, progress=False, options=ev.options)
         self.answerer = build_answerer(cfg, self.pool)
         self.tokenizer = length_tokenizer(cfg)
         self.params = GenerationParams(max_new_tokens=ev.evidence_max_new_tokens, batch_size=ev.batch_size)
@@ -67,6 +67,16 @@ class Study:
                         tokenizer_id=self.cfg.models.extractor, chunk_size=self.ev.chunk_size, progress=progress,
                         desc=desc)
 
+    def close(self) -> None:
+        self._refiners.clear()
+        self.pool.close()
+
+    def __enter__(self) -> Study:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
 
 def run_study(cfg: Profile, ev: EvaluationConfig | None, study: str, progress: bool = True,
               sets: dict[str, list[dict]] | None = None) -> pd.DataFrame:
@@ -74,15 +84,15 @@ def run_study(cfg: Profile, ev: EvaluationConfig | None, study: str, progress: b
     per prediction file."""
     if ev is None:
         raise ValueError(f"profile {cfg.name} has no configuration for the {study} study")
-    runner = Study(cfg, ev)
     if sets is None:
         sets = {dataset: evaluation_rows(cfg, dataset, ev.split, ev.max_questions) for dataset in ev.datasets}
     files = []
-    for method in ev.methods:
-        for dataset, rows in sets.items():
-            path = layout.predictions_path(cfg.name, study, dataset, method)
-            runner.evaluate(rows, runner.refiner(method), path, f"{METHODS[method].label} on {dataset}", progress)
-            files.append({"dataset": dataset, "method": method, "path": str(path)})
+    with Study(cfg, ev) as runner:
+        for method in ev.methods:
+            for dataset, rows in sets.items():
+                path = layout.predictions_path(cfg.name, study, dataset, method)
+                runner.evaluate(rows, runner.refiner(method), path, f"{METHODS[method].label} on {dataset}", progress)
+                files.append({"dataset": dataset, "method": method, "path": str(path)})
     return pd.DataFrame(files, columns=["dataset", "method", "path"])
 
 
@@ -114,17 +124,17 @@ def run_noise_robustness(cfg: Profile, progress: bool = True) -> pd.DataFrame:
         raise ValueError(f"profile {cfg.name} needs the noise and noise_robustness sections")
     ev = with_evaluation_settings(cfg, datasets=noise.datasets, split=noise.split, methods=settings.methods,
                                   max_questions=settings.max_questions)
-    runner = Study(cfg, ev)
     files = []
-    for dataset in noise.datasets:
-        for k in noise.counts:
-            rows = sample_rows(read_contexts(layout.noise_path(cfg.name, dataset, noise.split, k)), ev.max_questions,
-                               cfg.seed)
-            for method in ev.methods:
-                path = layout.predictions_path(cfg.name, NOISE_ROBUSTNESS, f"{dataset}/k{k}", method)
-                runner.evaluate(rows, runner.refiner(method), path, f"{METHODS[method].label}, {dataset} + {k}",
-                                progress)
-                files.append({"dataset": dataset, "noise": k, "method": method, "path": str(path)})
+    with Study(cfg, ev) as runner:
+        for dataset in noise.datasets:
+            for k in noise.counts:
+                contexts = read_contexts(layout.noise_path(cfg.name, dataset, noise.split, k))
+                rows = sample_rows(contexts, ev.max_questions, cfg.seed)
+                for method in ev.methods:
+                    path = layout.predictions_path(cfg.name, NOISE_ROBUSTNESS, f"{dataset}/k{k}", method)
+                    runner.evaluate(rows, runner.refiner(method), path, f"{METHODS[method].label}, {dataset} + {k}",
+                                    progress)
+                    files.append({"dataset": dataset, "noise": k, "method": method, "path": str(path)})
     return pd.DataFrame(files)
 
 

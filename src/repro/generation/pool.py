@@ -1,7 +1,12 @@
-"""Generators loaded once per (model, adapter) and shared, with the id that enters a run's configuration.
+"""Generators loaded once and shared by the methods of a study, with the id that enters a run's configuration.
 
-    pool = ModelPool("transformers", dtype="bfloat16")
-    generator, model_id = pool.get("data/tiny/assets/smollm2-135m-instruct", adapter=None)
+    with ModelPool("transformers", dtype="bfloat16") as pool:
+        generator, model_id = pool.get("data/tiny/assets/smollm2-135m-instruct", adapter=None)
+
+On the transformers backend there is one generator per (model, adapter), the adapter merged into its own copy.
+On vLLM there is one engine per base model: its adapters are LoRA requests on that engine (`VLLMGenerator.
+with_adapter`), and `options` (memory share, `max_model_len`, tensor parallel size, `enforce_eager`, ...) come from
+the profile. `release(model)` ends one model's engine before another is started; `close()` ends them all.
 """
 
 from __future__ import annotations
@@ -18,16 +23,51 @@ def generator_id(model: str, adapter: str | None, dtype: str) -> str:
 
 
 class ModelPool:
-    """Generators loaded once per (model, adapter) and shared by the methods of a study."""
+    """Generators shared by the methods of a study (see the module docstring); a context manager."""
 
-    def __init__(self, backend: str = "transformers", dtype: str = "auto", progress: bool = True):
+    def __init__(self, backend: str = "transformers", dtype: str = "auto", progress: bool = True,
+                 options: dict | None = None):
         self.backend, self.dtype, self.progress = backend, dtype, progress
+        self.options = dict(options or {})
+        self._engines: dict[str, Generator] = {}  # vLLM: one engine per base model
         self._loaded: dict[tuple[str, str | None], tuple[Generator, str]] = {}
 
     def get(self, model: str, adapter: str | None = None) -> tuple[Generator, str]:
         """(generator, `generator_id`)."""
         key = (model, adapter)
         if key not in self._loaded:
-            generator = make_generator(self.backend, model, adapter=adapter, dtype=self.dtype, progress=self.progress)
+            if self.backend == "vllm":
+                generator = self._engine(model).with_adapter(adapter)
+            else:
+                generator = make_generator(self.backend, model, adapter=adapter, dtype=self.dtype,
+                                           progress=self.progress, **self.options)
             self._loaded[key] = (generator, generator_id(model, adapter, self.dtype))
         return self._loaded[key]
+
+    def _engine(self, model: str) -> Generator:
+        if model not in self._engines:
+            options = {"enable_lora": True, **self.options}
+            self._engines[model] = make_generator("vllm", model, dtype=self.dtype, progress=self.progress, **options)
+        return self._engines[model]
+
+    @property
+    def engines_alive(self) -> int:
+        """Engines (vLLM) or models (transformers) this pool holds."""
+        return len(self._engines) if self.backend == "vllm" else len(self._loaded)
+
+    def release(self, model: str) -> None:
+        """Close every generator of `model` (and its engine) so that its memory is free for the next one."""
+        for key in [k for k in self._loaded if k[0] == model]:
+            self._loaded.pop(key)[0].close()
+        if (engine := self._engines.pop(model, None)) is not None:
+            engine.close()
+
+    def close(self) -> None:
+        for model in {*self._engines, *(m for m, _ in self._loaded)}:
+            self.release(model)
+
+    def __enter__(self) -> ModelPool:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
