@@ -32,3 +32,12 @@ def last_checkpoint(checkpoints: Path) -> str | None:
             warnings.warn(f"{path} is incomplete (a save cut by a kill: {TRAINER_STATE} "
                           f"{'missing' if isinstance(err, FileNotFoundError) else 'damaged'}); it is skipped")
     return None
+
+
+def recorded_fingerprint(config_file: Path) -> str | None:
+    """The configuration fingerprint a run directory's run_config.json records, or None when it has no readable one
+    (missing, damaged, or cut by a kill)."""
+    try:
+        return json.loads(config_file.read_text(encoding="utf-8"))["fingerprint"]
+    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
+        return None

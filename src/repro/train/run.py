@@ -42,7 +42,7 @@ from repro.io import fingerprint, write_json
 from repro.nli import NLIScorer
 from repro.rewards import REWARD_DESIGNS
 from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
-from repro.train.checkpoints import TRAINER_STATE, last_checkpoint
+from repro.train.checkpoints import TRAINER_STATE, last_checkpoint, recorded_fingerprint
 from repro.train.data import split_rows
 from repro.train.reward import EviOmniReward
 from repro.train.trainer import EviOmniTrainer
@@ -130,19 +130,12 @@ def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool
     )
 
 
-def _recorded_fingerprint(run: TrainRun) -> str | None:
-    try:
-        return json.loads(run.config_file.read_text(encoding="utf-8"))["fingerprint"]
-    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
-        return None
-
-
 def _prepare_run_dir(run: TrainRun, config: dict, is_main: bool) -> None:
     """Keep the run directory when it belongs to `config` (resume), else clear it (on the main process; every
     process waits for it before looking for checkpoints). A directory without a readable run_config.json (e.g.
     a deletion cut by a kill) is cleared too: its checkpoints cannot be told to belong to this run."""
     expected = fingerprint(config)
-    if is_main and _recorded_fingerprint(run) != expected:
+    if is_main and recorded_fingerprint(run.config_file) != expected:
         if run.root.exists() and any(run.root.iterdir()):
             warnings.warn(f"{run.root} holds a run of another configuration (or no run_config.json); its "
                           f"checkpoints and logs are discarded")

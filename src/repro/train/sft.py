@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import shutil
 import warnings
 from collections.abc import Callable, Sequence
@@ -45,7 +44,7 @@ from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json, wri
 from repro.preflight import require
 from repro.prompts import passages_document, qa_messages
 from repro.retrieval.quality import read_contexts
-from repro.train.checkpoints import last_checkpoint
+from repro.train.checkpoints import last_checkpoint, recorded_fingerprint
 from repro.train.fused_head import compact_fused_lm_head_on_cpu
 
 
@@ -113,11 +112,7 @@ def _prepare(root: Path, config: dict) -> bool:
     """Clear `root` if it holds a run of another configuration, or files without a readable run_config.json (a
     deletion cut by a kill, D102); True if its adapter is already finished."""
     config_file = root / "run_config.json"
-    try:
-        stored = json.loads(config_file.read_text(encoding="utf-8"))["fingerprint"]
-    except (FileNotFoundError, json.JSONDecodeError, KeyError, TypeError):
-        stored = None
-    if stored != config["fingerprint"]:
+    if recorded_fingerprint(config_file) != config["fingerprint"]:
         if root.exists() and any(root.iterdir()):
             warnings.warn(f"{root} holds a run of another configuration (or no run_config.json); it is discarded",
                           stacklevel=3)
