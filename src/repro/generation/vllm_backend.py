@@ -24,14 +24,15 @@ class VLLMGenerator(Generator):
 
     `enable_lora` (default: whether `adapter` is given) reserves LoRA slots in the engine so that adapters can be
     added later with `with_adapter`. `enforce_eager` skips CUDA-graph capture / torch.compile warm-up, which on a
-    CPU costs more than it saves for short runs. The engine's KV cache on a CPU is sized by the environment
-    variable `VLLM_CPU_KVCACHE_SPACE` (GiB); `gpu_memory_utilization` is its GPU share.
+    CPU costs more than it saves for short runs. `kv_cache_memory_bytes` fixes the engine's KV cache; without it
+    the cache takes what `gpu_memory_utilization` leaves of the GPU, or on a CPU that share of the machine's RAM
+    (0.9 by default), which leaves nothing for the models a study loads beside the engine.
     """
 
     def __init__(self, model: str, *, adapter: str | None = None, dtype: str = "auto",
                  tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
                  max_model_len: int | None = None, max_lora_rank: int = 16, enable_lora: bool | None = None,
-                 enforce_eager: bool = False, progress: bool = True):
+                 enforce_eager: bool = False, kv_cache_memory_bytes: int | None = None, progress: bool = True):
         from vllm import LLM
 
         enable_lora = adapter is not None if enable_lora is None else enable_lora
@@ -40,7 +41,8 @@ class VLLMGenerator(Generator):
         lora = dict(enable_lora=True, max_lora_rank=max_lora_rank) if enable_lora else {}
         self.llm = LLM(model=model, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
                        gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                       enforce_eager=enforce_eager, trust_remote_code=False, **lora)
+                       enforce_eager=enforce_eager, kv_cache_memory_bytes=kv_cache_memory_bytes,
+                       trust_remote_code=False, **lora)
         self.tokenizer = self.llm.get_tokenizer()
         self.model, self.lora_enabled, self.progress = model, enable_lora, progress
         self._owner = True
