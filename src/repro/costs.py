@@ -549,12 +549,11 @@ def agentic_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
         turn = sum(generation_seconds(s, a, items, INSTRUCTION_TOKENS + i * (mean_new + observation), ag.max_new_tokens,
                                       tp, overhead=overhead) for i in range(turns))
         seconds += 2 * turn + extract + engine_seconds(s, a, ag.agent_options)
-    retriever = cfg.retrieval.retrievers[cfg.retrieval.agentic]
-    n = corpus_passages(cfg)
-    search = search_seconds(a, 2 * len(cfg.models.agents) * items * ag.max_actions, n, 768, node_gpus(cfg))
+    n, dim = corpus_passages(cfg), shape(cfg.retrieval.retrievers[cfg.retrieval.agentic].query_encoder).hidden
+    search = search_seconds(a, 2 * len(cfg.models.agents) * items * ag.max_actions, n, dim, node_gpus(cfg))
     agent_share = ag.agent_options.get("gpu_memory_utilization", DEFAULT_SHARE)
     extractor_share = ag.extractor_options.get("gpu_memory_utilization", DEFAULT_SHARE)
-    memory = (agent_share + extractor_share) * card + n * shape(retriever.query_encoder).hidden * 2 / node_gpus(cfg)
+    memory = (agent_share + extractor_share) * card + n * dim * 2 / node_gpus(cfg)  # fp16 index shard (faiss-gpu)
     key = f"params.yaml: profiles.{cfg.name}.agentic"
     problems = engine_problems(f"{key}.agent_options + extractor_options", [
         (max((shape(m) for m in cfg.models.agents), key=lambda x: x.params), agent_share, tp),
