@@ -91,7 +91,10 @@ def test_the_paper_estimate_against_the_issues_rough_one():
 
 
 def test_what_does_not_fit_names_the_key_to_change():
-    problems = [p for r in costs.estimate(load_profile("paper-1p5b")) for p in r.problems]
+    cfg = load_profile("paper-1p5b")
+    assert not [p for r in costs.estimate(cfg) for p in r.problems if "evaluation.options" in p]  # 3 x 0.3
+    cfg = dataclasses.replace(cfg, evaluation=dataclasses.replace(cfg.evaluation, options={}))
+    problems = [p for r in costs.estimate(cfg) for p in r.problems]
     assert ("main_comparison: params.yaml: profiles.paper-1p5b.evaluation.options: 3 engines at once ask 2.70 of a "
             "GPU; lower gpu_memory_utilization so that they sum below 0.9") in problems  # vLLM's default 0.9 each
     problems = [p for r in costs.estimate(load_profile("paper-7b"), 40e9) for p in r.problems]
