@@ -31,7 +31,7 @@ from repro.train.trainer import (
     kl_estimate,
     std_clipped_advantages,
 )
-from repro.train.warmup import FORMAT_ONLY_RATIONALE, format_only_target, warmup_examples, warmup_target
+from repro.train.warmup import format_only_target, warmup_examples, warmup_target
 
 QUESTION = "Who designed the Eiffel Tower?"
 PASSAGES = prompts.format_passages([{"title": "Eiffel Tower", "text": "PASSAGE-FACT Gustave Eiffel's company."},
@@ -222,8 +222,8 @@ def test_format_only_targets_copy_a_seeded_sentence_and_a_span_of_it(tokenizer):
     assert target == format_only_target(WARMUP_ROW, seed=0) == format_only_target(dict(WARMUP_ROW), seed=0)
     assert tags.is_well_formatted(target)
     parsed = tags.parse_response(target)
-    assert parsed.rationale == FORMAT_ONLY_RATIONALE
     drawn = random_sentence(WARMUP_ROW["passages"], "q1", seed=0)
+    assert parsed.rationale == f"Passage {drawn.passage} ({drawn.title}) has the sentence I copy as evidence."
     assert parsed.evidence == drawn.sentence
     assert drawn in passage_sentences(WARMUP_ROW["passages"])  # a whole sentence of a passage text
     assert 1 <= len(parsed.answer.split()) <= 3 and parsed.answer in parsed.evidence  # a span of the extract

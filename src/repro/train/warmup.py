@@ -11,8 +11,8 @@ larger models' instruction following with a short LoRA SFT, like DeepSeek-R1's c
 format only (`targets: format_only`, D141): they depend on the question id and the passages, never on the golden
 answers,
 
-    <reason>{FORMAT_ONLY_RATIONALE}</reason>
-    <extract>{a sentence drawn uniformly from all the passages' sentences, keyed on the question id}</extract>
+    <reason>Passage {n} ({title}) has the sentence I copy as evidence.</reason>
+    <extract>{sentence of passage n, drawn uniformly from all the passages' sentences by question id}</extract>
     <answer>{a span of one to three words of that sentence, drawn the same way}</answer>
 
 so which passage, sentence or span holds the answer is left to the rewards, and any later gain in evidence
@@ -49,7 +49,6 @@ from repro.retrieval.quality import read_contexts
 from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
 
 
-FORMAT_ONLY_RATIONALE = "I copy one sentence of the passages as the evidence and answer with words from it."
 ANSWER_WORDS = (1, 3)  # the format-only answer's length in words, drawn uniformly (capped by the sentence)
 
 
@@ -65,15 +64,16 @@ def format_only_answer(sentence: str, key: str, seed: int) -> str:
 
 
 def format_only_target(row: dict, seed: int) -> str | None:
-    """A rollout in the exact format whose every part is blind to the golden answers (D141): a fixed rationale, a
-    passage sentence drawn uniformly by question id (`random_sentence`) as the extract, and a span of it as the
-    answer; None if the passages hold no sentence."""
+    """A rollout in the exact format whose every part is blind to the golden answers (D141): a passage sentence drawn
+    uniformly by question id (`random_sentence`) as the extract, a rationale naming its passage in the String
+    Inclusion template's words, and a span of the sentence as the answer; None if the passages hold no sentence."""
     key = str(row["id"])
     drawn = random_sentence(row["passages"], key, seed)
     if drawn is None:
         return None
+    reason = f"Passage {drawn.passage} ({drawn.title}) has the sentence I copy as evidence."
     answer = format_only_answer(drawn.sentence, key, seed)
-    return f"<reason>{FORMAT_ONLY_RATIONALE}</reason>\n<extract>{drawn.sentence}</extract>\n<answer>{answer}</answer>"
+    return f"<reason>{reason}</reason>\n<extract>{drawn.sentence}</extract>\n<answer>{answer}</answer>"
 
 
 def string_inclusion_target(row: dict) -> str | None:
