@@ -15,10 +15,14 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
 from repro import prompts, rewards
 from repro.config import load_profile
+from repro.data import layout
+from repro.data.sentences import random_sentence
+from repro.data.splits import sample_rows
 from repro.io import write_jsonl
 from repro.train import TrainRun, fit, read_log, train_extractor
 from repro.train.data import extraction_rows
 from repro.train.run import build_trainer
+from repro.train.recall_check import greedy_rollouts, warmup_recall_check
 from repro.train.warmup import warm_up_policy
 
 pytestmark = pytest.mark.slow
@@ -127,8 +131,8 @@ def test_a_real_batch_gets_eq7_advantages_masked_answers_and_a_completion_only_l
 def test_format_warmup_merges_an_adapter_into_the_policy_and_is_reused(ci_cfg, tmp_path, tiny_llama_dir):
     cfg = dataclasses.replace(ci_cfg, train=dataclasses.replace(ci_cfg.train,
                                                                 format_warmup=load_profile("ci").train.format_warmup))
-    unanswerable = {**contexts(9)[8], "golden_answers": ["Oslo"]}
-    policy = warm_up_policy(cfg, contexts(8) + [unanswerable], tmp_path / "warmup", progress=False)
+    warmup_rows = contexts(8) + [{**contexts(9)[8], "golden_answers": ["Oslo"]}]  # format-only: drawn like the rest
+    policy = warm_up_policy(cfg, warmup_rows, tmp_path / "warmup", progress=False)
 
     warmed = AutoModelForCausalLM.from_pretrained(policy, use_safetensors=True)
     initial = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, use_safetensors=True)
@@ -141,8 +145,25 @@ def test_format_warmup_merges_an_adapter_into_the_policy_and_is_reused(ci_cfg, t
     assert run_config["n_examples"] == cfg.train.format_warmup.max_train_questions == 4
 
     stamp = (policy / "model.safetensors").stat().st_mtime_ns
-    assert warm_up_policy(cfg, contexts(8), tmp_path / "warmup", progress=False) == policy
+    assert warm_up_policy(cfg, warmup_rows, tmp_path / "warmup", progress=False) == policy
     assert (policy / "model.safetensors").stat().st_mtime_ns == stamp  # the same configuration is reused
+
+
+def test_the_recall_check_scores_greedy_rollouts_on_seeded_dev_questions(ci_cfg, tmp_path, tiny_llama_dir,
+                                                                         monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the check reads the data stage's dev contexts relative to the cwd
+    dev = contexts(12)
+    write_jsonl(layout.contexts_path(ci_cfg, ci_cfg.train.dataset, "dev"), dev)
+    check = warmup_recall_check(ci_cfg, str(tiny_llama_dir), progress=False)
+    chosen = sample_rows(dev, ci_cfg.train.heldout_questions, ci_cfg.seed)
+    assert check.items["id"].tolist() == [row["id"] for row in chosen] and check.summary["questions"] == 4
+    assert check.items["evidence_random"].tolist() == [random_sentence(row["passages"], row["id"], ci_cfg.seed).sentence
+                                                       for row in chosen]
+    assert check.items["rollout"].tolist() == greedy_rollouts(str(tiny_llama_dir), chosen,
+                                                              ci_cfg.train.max_completion_length, ci_cfg.models.inference,
+                                                              progress=False)
+    assert check.summary["ar_random"] == check.items["ar_random"].mean() == 1.0  # every sentence names Anna Berg
+    assert 0 <= check.summary["format_rate"] <= 1 and 0 <= check.summary["mcnemar_p"] <= 1
 
 
 def test_accelerate_launch_runs_the_trainer_in_two_processes(ci_cfg, rows, tmp_path, monkeypatch):

@@ -8,15 +8,19 @@ import typing
 import numpy as np
 import pytest
 import torch
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from transformers import AutoTokenizer, TrainerState
 
-from repro import prompts, rewards, tags
+from repro import metrics, prompts, rewards, tags
 from repro.config import ConfigError, RewardsConfig, TrainConfig, load_profile, profile_names
 from repro.data.answers import AnswerSentence, first_answer_sentence
+from repro.data.sentences import passage_sentences, random_sentence
 from repro.io import InputError
 from repro.train.checkpoints import last_checkpoint
 from repro.train.data import extraction_row
 from repro.train.logs import StepLog, read_log, train_log_row
+from repro.train.recall_check import compare_recall, recall_items
 from repro.train.reward import EviOmniReward, score_rollout
 from repro.train.rollout import answer_contexts, masked_targets, parse_rollout
 from repro.train.run import TrainRun, _prepare_run_dir
@@ -27,7 +31,7 @@ from repro.train.trainer import (
     kl_estimate,
     std_clipped_advantages,
 )
-from repro.train.warmup import warmup_examples, warmup_target
+from repro.train.warmup import format_only_target, warmup_examples, warmup_target
 
 QUESTION = "Who designed the Eiffel Tower?"
 PASSAGES = prompts.format_passages([{"title": "Eiffel Tower", "text": "PASSAGE-FACT Gustave Eiffel's company."},
@@ -196,19 +200,86 @@ def test_the_first_sentence_holding_an_answer_is_found_in_passage_order():
     assert first_answer_sentence(WARMUP_ROW["passages"], ["Eiffel Tower"]) is None  # only in a title
 
 
-def test_format_warmup_targets_are_well_formatted_string_inclusion_rollouts(tokenizer):
+def test_string_inclusion_targets_are_well_formatted_and_kept_behind_their_switch(tokenizer):
     row = {**WARMUP_ROW, "passages": WARMUP_ROW["passages"][1:]}
-    target = warmup_target(row)
+    target = warmup_target(row, "string_inclusion", seed=0)
     assert target == ("<reason>Passage 1 (Eiffel Tower) has the sentence that answers the question.</reason>\n"
                       "<extract>The company of Gustave Eiffel built it!</extract>\n<answer>Gustave Eiffel</answer>")
     assert tags.is_well_formatted(target)
-    assert warmup_target({**row, "golden_answers": ["Paris"]}) is None  # not in passage 2
+    assert warmup_target({**row, "golden_answers": ["Paris"]}, "string_inclusion", seed=0) is None  # not in passage 2
 
     rows = [{**row, "id": f"q{i}"} for i in range(5)] + [{**row, "id": "none", "golden_answers": ["Oslo"]}]
-    examples = warmup_examples(rows, max_questions=3, seed=0)
+    examples = warmup_examples(rows, max_questions=3, seed=0, targets="string_inclusion")
     assert len(examples) == 3 and all(e["completion"][0]["content"] == target for e in examples)
     assert examples[0]["prompt"] == extraction_row(row, tokenizer, "tokens")["prompt"]  # GRPO's own prompt
-    assert len(warmup_examples(rows, max_questions=10, seed=0)) == 5  # the row without a target is never drawn
+    assert len(warmup_examples(rows, 10, 0, "string_inclusion")) == 5  # the row without a target is never drawn
+    with pytest.raises(ValueError, match="train.format_warmup.targets"):
+        warmup_target(row, "gold", seed=0)
+
+
+def test_format_only_targets_copy_a_seeded_sentence_and_a_span_of_it(tokenizer):
+    target = warmup_target(WARMUP_ROW, "format_only", seed=0)
+    assert target == format_only_target(WARMUP_ROW, seed=0) == format_only_target(dict(WARMUP_ROW), seed=0)
+    assert tags.is_well_formatted(target)
+    parsed = tags.parse_response(target)
+    drawn = random_sentence(WARMUP_ROW["passages"], "q1", seed=0)
+    assert parsed.rationale == f"Passage {drawn.passage} ({drawn.title}) has the sentence I copy as evidence."
+    assert parsed.evidence == drawn.sentence
+    assert drawn in passage_sentences(WARMUP_ROW["passages"])  # a whole sentence of a passage text
+    assert 1 <= len(parsed.answer.split()) <= 3 and parsed.answer in parsed.evidence  # a span of the extract
+
+    sentences = passage_sentences(WARMUP_ROW["passages"])
+    assert [s.sentence for s in sentences] == ["Paris is the capital.", "Eiffel lived here.", "It opened in 1889.",
+                                               "The company of Gustave Eiffel built it!", "Tall."]
+    drawn = collections.Counter(random_sentence(WARMUP_ROW["passages"], f"q{i}", 0).sentence for i in range(500))
+    assert set(drawn) == {s.sentence for s in sentences}  # every sentence can be drawn: no position is favoured
+    assert max(drawn.values()) < 2 * min(drawn.values())  # uniform: 100 each in expectation
+    assert format_only_target({**WARMUP_ROW, "passages": [{"contents": "Empty\n "}]}, seed=0) is None
+
+    rows = [{**WARMUP_ROW, "id": f"q{i}"} for i in range(5)]
+    examples = warmup_examples(rows + [{**WARMUP_ROW, "id": "none", "golden_answers": ["Oslo"]}], 10, 0)
+    assert len(examples) == 6  # an unanswerable question is drawn like any other
+    assert examples[0]["prompt"] == extraction_row(WARMUP_ROW, tokenizer, "tokens")["prompt"]
+
+
+golden_answers = st.lists(st.text(min_size=1, max_size=30), min_size=1, max_size=4)
+
+
+@settings(max_examples=200, deadline=None)
+@given(answers=st.lists(golden_answers, min_size=6, max_size=6), n=st.integers(1, 6))
+@example(answers=[["Gustave Eiffel"], ["Paris"], ["1889"], ["Tall"], ["Oslo"], ["Eiffel lived here."]], n=3)
+def test_format_only_warmup_is_identical_whatever_the_golden_answers(answers, n):
+    """The targets, and which questions are trained on, carry no information about the golden answers."""
+    rows = [{**WARMUP_ROW, "id": f"q{i}"} for i in range(6)]
+    relabelled = [{**row, "golden_answers": golden} for row, golden in zip(rows, answers)]
+    assert [format_only_target(r, 7) for r in relabelled] == [format_only_target(r, 7) for r in rows]
+    assert warmup_examples(relabelled, n, seed=7) == warmup_examples(rows, n, seed=7)
+
+
+def test_the_recall_check_pairs_the_policys_extract_with_the_random_sentence_by_hand():
+    rows = [{**WARMUP_ROW, "id": f"q{i}"} for i in range(8)]
+    drawn = [random_sentence(row["passages"], row["id"], 0).sentence for row in rows]
+    holds = [metrics.answer_recall(sentence, WARMUP_ROW["golden_answers"]) for sentence in drawn]
+    good = "<reason>r</reason><extract>The company of Gustave Eiffel built it!</extract><answer>Eiffel</answer>"
+    bad = "<reason>r</reason><extract>It opened in 1889.</extract><answer>1889</answer>"
+    rollouts = [good] * 6 + ["<reason>r</reason><extract>Gustave Eiffel", "Gustave Eiffel, no tags"]
+    items = recall_items(rows, rollouts, seed=0)
+    assert items["evidence_random"].tolist() == drawn and items["ar_random"].tolist() == holds
+    assert items["evidence_policy"].tolist() == [good[27:66]] * 6 + ["Gustave Eiffel", ""]  # no <extract>: none
+    assert items["ar_policy"].tolist() == [1.0] * 7 + [0.0]
+    assert items["ar_random_expected"].tolist() == [2 / 5] * 8  # 2 of the 5 sentences hold Eiffel
+
+    items = recall_items(rows, [bad] * 8, seed=0)
+    summary = compare_recall(items)
+    ones = int(sum(holds))  # the random sentence recalls, the policy never does: all pairs are discordant that way
+    assert summary["policy_only"] == 0 and summary["random_only"] == ones > 0
+    assert summary["ar_difference"] == pytest.approx(-ones / 8)
+    assert summary["mcnemar_p"] == pytest.approx(min(1.0, 2 * 0.5 ** ones))  # exact binomial, two-sided
+    assert summary["format_rate"] == summary["extract_rate"] == 1.0 and summary["questions"] == 8
+    assert summary["ci_low"] <= summary["ar_difference"] <= summary["ci_high"] <= 0
+    assert summary["words_policy"] == 4.0
+    with pytest.raises(ValueError, match="8 questions but 1 rollouts"):
+        recall_items(rows, [bad], seed=0)
 
 
 # rewards.design: one config key switches the training reward (issue #18) ---------------------------------------

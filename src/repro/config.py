@@ -245,6 +245,9 @@ class TrainConfig:
     vllm_tensor_parallel_size: int = 1
     vllm_max_model_length: int | None = None  # must hold prompt + rollout + o_r/o_e answer
     format_warmup: FormatWarmupConfig | None = None  # SFT that teaches the tags before GRPO (CPU stand-ins; D90)
+    # seeded dev questions on which the notebook checks the starting policy's evidence answer-recall against a
+    # random-sentence extractor (D141); None: no check
+    heldout_questions: int | None = None
 
     def __post_init__(self):
         if self.num_generations < 2:
@@ -254,6 +257,8 @@ class TrainConfig:
         bad = [name for name in positive if not getattr(self, name) > 0]
         if bad or self.beta < 0 or self.epsilon <= 0 or not 0 < self.top_p <= 1:
             raise ConfigError(f"train: need positive {bad or positive}, beta >= 0, epsilon > 0, 0 < top_p <= 1")
+        if self.heldout_questions is not None and self.heldout_questions < 2:
+            raise ConfigError("train.heldout_questions: a paired test needs at least 2 questions (or null)")
         if self.save_total_limit is not None and self.save_total_limit < 2:
             # transformers keeps only the best checkpoint at the end when the limit is 1: the run could not resume
             raise ConfigError("train.save_total_limit must be >= 2 (or null) so the last and the best both stay")
@@ -352,14 +357,20 @@ class LoRASFTConfig:
             raise ConfigError(f"{self.section}: need positive {bad}")
 
 
+WarmupTargets = typing.Literal["format_only", "string_inclusion"]
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FormatWarmupConfig(LoRASFTConfig):
-    """A LoRA SFT of the policy on String Inclusion rollouts before GRPO (repro.train.warmup, D90): a stand-in for the
-    instruction following of the paper's 1.5B/7B models, which the 135M CPU model lacks. The adapter is merged."""
+    """A LoRA SFT of the policy on rollouts in the exact format before GRPO (repro.train.warmup, D90): a stand-in for
+    the instruction following of the paper's 1.5B/7B models, which the 135M CPU model lacks. The adapter is merged.
+    `targets`: format_only (a seeded random sentence and a span of it, blind to the golden answers; D141) or
+    string_inclusion (the sentence holding a golden answer and that answer: the supervision GRPO should learn; D142)."""
 
     section: typing.ClassVar[str] = "train.format_warmup"
+    targets: WarmupTargets = "format_only"
     split: str = "train"  # of train.dataset
-    max_train_questions: int = 32  # a seeded subset of the questions whose passages hold an answer
+    max_train_questions: int = 32  # a seeded subset (string_inclusion: of the questions whose passages hold an answer)
     max_length: int = 1024
 
 

@@ -1,5 +1,6 @@
 """"Passage contains a golden answer": the positive of Table 8, of `answer_in_page` and of noise filtering; and the
-first passage sentence that contains one (String Inclusion: the AR study's heuristic teacher, the format warm-up).
+first passage sentence that contains one (String Inclusion: the AR study's heuristic teacher, the format warm-up's
+`string_inclusion` targets).
 
 Matching is on SQuAD-normalised text (`repro.metrics.normalize_answer`) and on whole tokens, as DPR's
 `has_answer` does, so "1889" does not match "18890" (plain substring matching, `repro.metrics.answer_recall`,
@@ -9,10 +10,10 @@ is the AR of §2.2).
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Iterable, Sequence
 
 from repro.data.corpus import split_contents
+from repro.data.sentences import passage_sentences
 from repro.metrics import normalize_answer
 
 
@@ -39,12 +40,11 @@ class AnswerSentence:
 
 
 def first_answer_sentence(passages: Sequence[dict], answers: Sequence[str]) -> AnswerSentence | None:
-    """String Inclusion over contexts passages (`{"contents": "title\\ntext"}`): the first sentence, in passage order,
-    whose text holds a golden answer (`has_answer`), with the first answer it holds; None if no sentence does."""
-    for number, passage in enumerate(passages, start=1):
-        title, text = split_contents(passage["contents"])
-        for sentence in re.split(r"(?<=[.!?])\s+", text.strip()):
-            held = [a for a in answers if has_answer(sentence, [a])]
-            if held:
-                return AnswerSentence(number, title, sentence, held[0])
+    """String Inclusion over contexts passages (`{"contents": "title\\ntext"}`): the first sentence, in passage order
+    (`repro.data.sentences.passage_sentences`), whose text holds a golden answer (`has_answer`), with the first answer
+    it holds; None if no sentence does."""
+    for found in passage_sentences(passages):
+        held = [a for a in answers if has_answer(found.sentence, [a])]
+        if held:
+            return AnswerSentence(found.passage, found.title, found.sentence, held[0])
     return None

@@ -7,17 +7,19 @@ The paper starts GRPO from Qwen2.5-1.5B/7B-Instruct, which follow Table 14's ins
 format reward to vary within a group. SmolLM2-135M-Instruct does not: of 48 rollouts sampled from six training
 prompts, even with `<reason>` prefilled, none closed `</reason>` and opened `<extract>` (D90). Every rollout then
 scores R^fmt = 0, and GRPO has no signal to learn the format from. `train.format_warmup` stands in for the
-larger models' instruction following with a short LoRA SFT, like DeepSeek-R1's cold start: the policy learns
-String Inclusion rollouts (the AR study's heuristic teacher) on questions whose passages hold an answer,
+larger models' instruction following with a short LoRA SFT, like DeepSeek-R1's cold start. Its targets teach the
+format only (`targets: format_only`, D141): they depend on the question id and the passages, never on the golden
+answers,
 
-    <reason>Passage {n} ({title}) has the sentence that answers the question.</reason>
-    <extract>{first sentence holding a golden answer}</extract>
-    <answer>{that golden answer}</answer>
+    <reason>Passage {n} ({title}) has the sentence I copy as evidence.</reason>
+    <extract>{sentence of passage n, drawn uniformly from all the passages' sentences by question id}</extract>
+    <answer>{a span of one to three words of that sentence, drawn the same way}</answer>
 
-and the adapter is merged into a plain model directory, `policy/`, which GRPO samples from and keeps as its KL
-reference. The targets teach the tags and a copy-the-sentence evidence, not the paper's reasoning: what the
-rationale says, and how long the evidence is, is left to the rewards. The paper profiles set `format_warmup: null`:
-the policy is `models.extractor`, exactly as in the paper.
+so which passage, sentence or span holds the answer is left to the rewards, and any later gain in evidence
+answer-recall belongs to GRPO. `targets: string_inclusion` keeps the former targets (the AR study's heuristic
+teacher: the first sentence holding a golden answer, and that answer) on the questions that have one (D142).
+The adapter is merged into a plain model directory, `policy/`, which GRPO samples from and keeps as its KL
+reference. The paper profiles set `format_warmup: null`: the policy is `models.extractor`, exactly as in the paper.
 
 The run directory holds the LoRA run of `repro.train.sft.fit_in_run_dir` (checkpoints/, adapter/, run_config.json,
 train_log.jsonl), the merged `policy/`, and `policy.json` naming the starting policy (written for every profile,
@@ -28,15 +30,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import string
+import typing
 from pathlib import Path
 
 from peft import PeftModel
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from repro.assets import resolve
-from repro.config import Profile, load_profile
+from repro.config import Profile, WarmupTargets, load_profile
 from repro.data import layout
 from repro.data.answers import first_answer_sentence
+from repro.data.sentences import keyed_rng, random_sentence
 from repro.data.splits import sample_rows
 from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json
 from repro.prompts import extraction_messages, format_passages
@@ -44,7 +49,34 @@ from repro.retrieval.quality import read_contexts
 from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
 
 
-def warmup_target(row: dict) -> str | None:
+ANSWER_WORDS = (1, 3)  # the format-only answer's length in words, drawn uniformly (capped by the sentence)
+
+
+def format_only_answer(sentence: str, key: str, seed: int) -> str:
+    """A span of ANSWER_WORDS words of `sentence` at a position drawn by a generator keyed on (seed, key), with the
+    punctuation at its ends removed (kept when nothing else is left)."""
+    words = sentence.split()
+    rng = keyed_rng(key, seed, "answer")
+    length = min(rng.randint(*ANSWER_WORDS), len(words))
+    start = rng.randrange(len(words) - length + 1)
+    span = " ".join(words[start : start + length])
+    return span.strip(string.punctuation + " ") or span
+
+
+def format_only_target(row: dict, seed: int) -> str | None:
+    """A rollout in the exact format whose every part is blind to the golden answers (D141): a passage sentence drawn
+    uniformly by question id (`random_sentence`) as the extract, a rationale naming its passage in the String
+    Inclusion template's words, and a span of the sentence as the answer; None if the passages hold no sentence."""
+    key = str(row["id"])
+    drawn = random_sentence(row["passages"], key, seed)
+    if drawn is None:
+        return None
+    reason = f"Passage {drawn.passage} ({drawn.title}) has the sentence I copy as evidence."
+    answer = format_only_answer(drawn.sentence, key, seed)
+    return f"<reason>{reason}</reason>\n<extract>{drawn.sentence}</extract>\n<answer>{answer}</answer>"
+
+
+def string_inclusion_target(row: dict) -> str | None:
     """The String Inclusion rollout of a contexts row, or None if no passage sentence holds a golden answer."""
     found = first_answer_sentence(row["passages"], row["golden_answers"])
     if found is None:
@@ -53,13 +85,25 @@ def warmup_target(row: dict) -> str | None:
     return f"<reason>{reason}</reason>\n<extract>{found.sentence}</extract>\n<answer>{found.answer}</answer>"
 
 
-def warmup_examples(rows: list[dict], max_questions: int, seed: int) -> list[dict]:
-    """Prompt-completion examples (GRPO's own prompt → String Inclusion rollout) for a seeded sample of the rows
-    that have a target."""
-    targets = {row["id"]: target for row in rows if (target := warmup_target(row)) is not None}
-    kept = sample_rows([row for row in rows if row["id"] in targets], max_questions, seed)
+def warmup_target(row: dict, targets: WarmupTargets, seed: int) -> str | None:
+    """The warm-up rollout of a contexts row under `train.format_warmup.targets`, or None if it has none."""
+    if targets == "format_only":
+        return format_only_target(row, seed)
+    if targets == "string_inclusion":
+        return string_inclusion_target(row)
+    raise ValueError(f"train.format_warmup.targets: unknown {targets!r}; "
+                     f"choose one of {list(typing.get_args(WarmupTargets))}")
+
+
+def warmup_examples(rows: list[dict], max_questions: int, seed: int,
+                    targets: WarmupTargets = "format_only") -> list[dict]:
+    """Prompt-completion examples (GRPO's own prompt → warm-up rollout) for a seeded sample of the rows that have a
+    target: with format_only targets every row whose passages hold a sentence, so the choice of questions is blind
+    to the golden answers too (D142)."""
+    by_id = {row["id"]: target for row in rows if (target := warmup_target(row, targets, seed)) is not None}
+    kept = sample_rows([row for row in rows if row["id"] in by_id], max_questions, seed)
     return [{"prompt": extraction_messages(row["question"], format_passages(row["passages"])),
-             "completion": [{"role": "assistant", "content": targets[row["id"]]}]} for row in kept]
+             "completion": [{"role": "assistant", "content": by_id[row["id"]]}]} for row in kept]
 
 
 def merge_adapter(base: str, adapter: Path, out: Path, dtype: str) -> None:
@@ -76,11 +120,11 @@ def warm_up_policy(cfg: Profile, rows: list[dict], root: Path, progress: bool = 
     policy directory."""
     warmup = cfg.train.format_warmup
     base = resolve(cfg.models.extractor, cfg.name)
-    examples, dropped = fitting_examples(warmup_examples(rows, warmup.max_train_questions, cfg.seed),
+    examples, dropped = fitting_examples(warmup_examples(rows, warmup.max_train_questions, cfg.seed, warmup.targets),
                                          AutoTokenizer.from_pretrained(base), warmup.max_length)
     if not examples:
-        raise ValueError(f"train.format_warmup: no {cfg.train.dataset}/{warmup.split} question has a passage "
-                         f"sentence holding its answer within max_length={warmup.max_length} tokens")
+        raise ValueError(f"train.format_warmup: no {cfg.train.dataset}/{warmup.split} question has a "
+                         f"{warmup.targets} target within max_length={warmup.max_length} tokens")
     config = {"extractor": cfg.models.extractor, "model": model_fingerprint(base), "dtype": cfg.models.dtype,
               "seed": cfg.seed, "dataset": cfg.train.dataset, "format_warmup": dataclasses.asdict(warmup),
               "examples": fingerprint(examples), "n_examples": len(examples), "dropped_too_long": dropped}

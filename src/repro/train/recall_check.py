@@ -1,0 +1,105 @@
+"""Does the starting policy already know where the answer is? Its evidence answer-recall against a random-sentence
+extractor on the same held-out questions (D141).
+
+    check = warmup_recall_check(cfg, policy)     # train.heldout_questions seeded dev questions
+    check.summary                                # AR of both, their difference with a CI, McNemar's p, format rate
+
+The policy writes greedy rollouts from GRPO's prompt with GRPO's completion length, as the dev selection scores
+checkpoints; its evidence is the text inside `<extract>` ("" when it opened none). The random-sentence extractor
+returns `repro.data.sentences.random_sentence` keyed on the question id: the draw the format-only warm-up teaches on
+the training questions. Evidence answer-recall is the AR of §2.2 (`repro.metrics.answer_recall`). The two are paired
+per question: an exact McNemar test and a paired bootstrap CI of the difference (`repro.stats`). Also listed: the
+expected AR of a uniformly drawn sentence (the share of a question's sentences that hold an answer), a reference
+free of the one draw's noise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from repro import metrics, stats, tags
+from repro.config import Profile
+from repro.data import layout
+from repro.data.qa import read_contexts
+from repro.data.sentences import passage_sentences, random_sentence
+from repro.data.splits import sample_rows
+from repro.generation import GenerationParams, make_generator
+from repro.prompts import extraction_messages, format_passages
+
+
+@dataclasses.dataclass(frozen=True)
+class RecallCheck:
+    items: pd.DataFrame  # one row per question (see recall_items)
+    summary: dict  # see compare_recall
+
+
+def policy_evidence(rollout: str) -> str:
+    """The text inside the rollout's `<extract>` (up to `</extract>`, `<answer>` or the end); "" if it has none."""
+    return tags.extract_evidence(rollout) if "<extract>" in rollout else ""
+
+
+def expected_random_recall(row: dict) -> float:
+    """The AR a uniformly drawn passage sentence has in expectation: the share of the sentences holding an answer."""
+    sentences = passage_sentences(row["passages"])
+    if not sentences:
+        return 0.0
+    return float(np.mean([metrics.answer_recall(s.sentence, row["golden_answers"]) for s in sentences]))
+
+
+def recall_items(rows: Sequence[dict], rollouts: Sequence[str], seed: int) -> pd.DataFrame:
+    """Per question: the policy's evidence and the random sentence, their AR, the expected random AR, and whether
+    the rollout has the exact format (R^fmt)."""
+    if len(rows) != len(rollouts):
+        raise ValueError(f"{len(rows)} questions but {len(rollouts)} rollouts")
+    items = []
+    for row, rollout in zip(rows, rollouts):
+        drawn = random_sentence(row["passages"], str(row["id"]), seed)
+        evidence, sentence = policy_evidence(rollout), drawn.sentence if drawn else ""
+        items.append({"id": str(row["id"]), "rollout": rollout, "well_formatted": tags.is_well_formatted(rollout),
+                      "evidence_policy": evidence, "evidence_random": sentence,
+                      "ar_policy": metrics.answer_recall(evidence, row["golden_answers"]),
+                      "ar_random": metrics.answer_recall(sentence, row["golden_answers"]),
+                      "ar_random_expected": expected_random_recall(row)})
+    return pd.DataFrame(items)
+
+
+def compare_recall(items: pd.DataFrame, seed: int = 0) -> dict:
+    """The policy's evidence AR against the random sentence's on the same questions: both rates, their difference
+    with a 95% paired bootstrap CI (BCa), the exact McNemar p-value and its discordant counts, the format rate
+    and the evidence lengths in words."""
+    policy, random_ = items["ar_policy"].to_numpy(), items["ar_random"].to_numpy()
+    mcnemar = stats.mcnemar_test(policy, random_)
+    interval = stats.paired_bootstrap(policy, random_, seed=seed)
+    return {"questions": len(items), "format_rate": float(items["well_formatted"].mean()),
+            "extract_rate": float((items["rollout"].str.contains("<extract>", regex=False)).mean()),
+            "ar_policy": float(policy.mean()), "ar_random": float(random_.mean()),
+            "ar_random_expected": float(items["ar_random_expected"].mean()),
+            "ar_difference": mcnemar.effect, "ci_low": interval.ci_low, "ci_high": interval.ci_high,
+            "mcnemar_p": mcnemar.p_value, "policy_only": int(np.sum((policy == 1) & (random_ == 0))),
+            "random_only": int(np.sum((policy == 0) & (random_ == 1))),
+            "words_policy": float(items["evidence_policy"].str.split().str.len().mean()),
+            "words_random": float(items["evidence_random"].str.split().str.len().mean())}
+
+
+def greedy_rollouts(policy: str, rows: Sequence[dict], max_new_tokens: int, dtype: str, batch_size: int = 8,
+                    progress: bool = True) -> list[str]:
+    """Greedy rollouts of `policy` (a model directory) from GRPO's prompt (Table 14 on the numbered passages)."""
+    prompts = [extraction_messages(row["question"], format_passages(row["passages"])) for row in rows]
+    with make_generator("transformers", policy, dtype=dtype, progress=progress) as generator:
+        return generator.generate(prompts, GenerationParams(max_new_tokens=max_new_tokens, batch_size=batch_size))
+
+
+def warmup_recall_check(cfg: Profile, policy: str, questions: int | None = None, progress: bool = True) -> RecallCheck:
+    """The check on a seeded `questions` (default `train.heldout_questions`) of the training dataset's dev split,
+    which neither the warm-up nor GRPO trains on."""
+    questions = questions or cfg.train.heldout_questions
+    if questions is None:
+        raise ValueError(f"profile {cfg.name}: train.heldout_questions is null (no held-out check)")
+    rows = sample_rows(read_contexts(layout.contexts_path(cfg, cfg.train.dataset, "dev")), questions, cfg.seed)
+    rollouts = greedy_rollouts(policy, rows, cfg.train.max_completion_length, cfg.models.inference, progress=progress)
+    items = recall_items(rows, rollouts, cfg.seed)
+    return RecallCheck(items, compare_recall(items, cfg.seed))
