@@ -240,6 +240,9 @@ class TrainConfig:
     vllm_tensor_parallel_size: int = 1
     vllm_max_model_length: int | None = None  # must hold prompt + rollout + o_r/o_e answer
     format_warmup: FormatWarmupConfig | None = None  # SFT that teaches the tags before GRPO (CPU stand-ins; D90)
+    lora: PolicyLoRAConfig | None = None  # None: full fine-tuning (the paper); else a LoRA policy (CPU profiles; D144)
+    shared_prefill: bool = False  # transformers generation and scoring: a prefix the rows share runs once (D145)
+    attn_implementation: str | None = None  # the policy's; None: transformers' default (sdpa); D146
 
     def __post_init__(self):
         if self.num_generations < 2:
@@ -345,6 +348,20 @@ class LoRASFTConfig:
         bad = [name for name in positive if not getattr(self, name) > 0]
         if bad:
             raise ConfigError(f"{self.section}: need positive {bad}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyLoRAConfig:
+    """GRPO on a LoRA adapter of the starting policy instead of all its weights (D144): the reference model is the
+    policy with the adapter disabled (no second copy), and the selected adapter is merged into a plain extractor."""
+
+    rank: int
+    alpha: int
+    target_modules: list[str]
+
+    def __post_init__(self):
+        if self.rank < 1 or self.alpha <= 0 or not self.target_modules:
+            raise ConfigError("train.lora: need rank >= 1, alpha > 0 and at least one target module")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
