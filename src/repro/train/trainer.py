@@ -15,9 +15,11 @@
    TRL's importance-ratio correction of the KL term (`use_bias_correction_kl`, on by default) and TRL's
    aggregation for the loss type, so the loss holds β·k2 where it held β·k3 and nothing else changes.
 
-Speed, not method: with `shared_prefill` (`train.shared_prefill`), generation through transformers prefills the prefix
-a batch's rows share once (the G copies of a prompt, the prompt that o_r's contexts begin with) and continues every
-row from its KV cache (`repro.train.shared_prefill`, D145); vLLM has its own prefix caching.
+Speed, not method (D144, D145): a LoRA policy (`peft_config`) generates through transformers on merged weights
+(`repro.train.lora_policy.merged_adapter`). With `shared_prefill`, generation through transformers prefills the prefix a
+batch's rows share once (the G copies of a prompt, the prompt that o_r's contexts begin with) and continues every row
+from its KV cache, and the reference and policy passes run the columns all rows share once
+(`repro.train.shared_prefill`); vLLM has its own prefix caching.
 
 Everything else is TRL: sampling of the rollouts, the clipped surrogate with β·KL (k3) to the reference
 model, the loss over the completion tokens only, checkpointing and distributed training.
@@ -162,8 +164,9 @@ class EviOmniTrainer(GRPOTrainer):
 
     # -- speed: a merged LoRA adapter, one prefill of a prefix the rows share -------------------------------
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
-        model = self.accelerator.unwrap_model(self.model)
-        with contextlib.nullcontext() if self.use_vllm else merged_adapter(model):
+        # vLLM gets merged weights from TRL's sync; sharded (DeepSpeed, FSDP) weights are not merged here
+        unmerged = self.use_vllm or self.is_deepspeed_enabled or self.is_fsdp_enabled
+        with contextlib.nullcontext() if unmerged else merged_adapter(self.accelerator.unwrap_model(self.model)):
             if (not self.shared_prefill or self.use_vllm or self.use_transformers_continuous_batching or images
                     or multimodal_fields or self.generation_config.cache_implementation is not None):
                 return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
@@ -206,6 +209,7 @@ class EviOmniTrainer(GRPOTrainer):
     # -- departure 3 (switch): the KL estimator -----------------------------------------------------------
     def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
                                            compute_entropy=False, compute_aux_loss=False, **multimodal):
+        # the KL switch captures the policy's log-probabilities; shared_prefill scores a shared prefix once (D145)
         if self.shared_prefill and not compute_aux_loss and all(v is None for v in multimodal.values()):
             out = (*score_sharing_prefixes(model, input_ids, attention_mask, logits_to_keep, batch_size,
                                            compute_entropy, self.accelerator.autocast), None)
