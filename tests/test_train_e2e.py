@@ -90,13 +90,17 @@ def test_training_changes_the_policy_logs_each_step_and_resumes_after_a_kill(ci_
     changed = [name for name, p in trained.named_parameters()
                if not torch.equal(p, initial.get_parameter(name))]
     assert changed, "GRPO steps left every parameter unchanged"
+    targets = tuple(f"{module}.weight" for module in ci_cfg.train.lora.target_modules)
+    assert all(name.endswith(targets) for name in changed)  # the LoRA policy's adapter, merged (D144)
+    assert not any("lora" in name for name in trained.state_dict())
     assert AutoTokenizer.from_pretrained(run.extractor).chat_template  # a complete model directory
 
     fit(ci_cfg, run, rows[:6], rows[6:], progress=False)  # a rerun of a finished run trains nothing
     assert read_log(run.train_log).equals(log) and len(read_log(run.dev_log)) == 3
 
 
-def test_a_real_batch_gets_eq7_advantages_masked_answers_and_a_completion_only_loss(ci_cfg, rows, tmp_path):
+def test_a_real_batch_gets_eq7_advantages_masked_answers_and_a_completion_only_loss(ci_cfg, rows, tmp_path,
+                                                                                    tiny_llama_dir):
     trainer = build_trainer(ci_cfg, TrainRun(tmp_path / "run"), rows[:6], rows[6:], progress=False)
     batch = [dict(rows[0]) for _ in range(4)] + [dict(rows[1]) for _ in range(4)]  # two groups of G = 4
     trainer.model.train()
@@ -106,6 +110,11 @@ def test_a_real_batch_gets_eq7_advantages_masked_answers_and_a_completion_only_l
     expected = rewards.clipped_group_advantages(final, 4, ci_cfg.rewards.eps_std)
     np.testing.assert_allclose(out["advantages"].numpy(), expected, atol=1e-6)
     assert all(isinstance(row["o_r"], str) and isinstance(row["o_e"], str) for row in batch)  # one each
+
+    initial = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, use_safetensors=True)
+    base = {name.replace("base_model.model.", "").replace(".base_layer", ""): p
+            for name, p in trainer.model.named_parameters() if "lora_" not in name}
+    assert all(torch.equal(p, base[name]) for name, p in initial.named_parameters())  # reference = starting policy
 
     tokenizer = trainer.processing_class
     mask, ids = out["completion_mask"], out["completion_ids"]
@@ -126,6 +135,21 @@ def test_a_real_batch_gets_eq7_advantages_masked_answers_and_a_completion_only_l
     out["advantages"] = torch.linspace(-1, 1, 8)  # a non-zero objective on every completion
     assert grad_norm(out) > 0
     assert grad_norm({**out, "completion_mask": torch.zeros_like(mask)}) == 0  # nothing outside the mask counts
+
+
+def test_full_fine_tuning_as_the_paper_trains_every_weight_against_a_reference_copy(ci_cfg, rows, tmp_path,
+                                                                                   tiny_llama_dir):
+    train = dataclasses.replace(ci_cfg.train, lora=None, shared_prefill=False, attn_implementation=None, max_steps=2)
+    cfg = dataclasses.replace(ci_cfg, train=train)
+    run = fit(cfg, TrainRun(tmp_path / "run"), rows[:6], rows[6:], progress=False)
+    assert not any(p.name.startswith("adapter") for p in (run.checkpoints / "checkpoint-2").iterdir())
+    trained = AutoModelForCausalLM.from_pretrained(run.extractor, use_safetensors=True)
+    initial = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, use_safetensors=True)
+    changed = {name for name, p in trained.named_parameters() if not torch.equal(p, initial.get_parameter(name))}
+    assert any(name.endswith("mlp.down_proj.weight") for name in changed)
+    assert any(name.endswith("input_layernorm.weight") for name in changed)  # not a LoRA target: all parameters
+    assert build_trainer(cfg, TrainRun(tmp_path / "full"), rows[:6], rows[6:], progress=False).ref_model is not None
+    assert build_trainer(ci_cfg, TrainRun(tmp_path / "lora"), rows[:6], rows[6:], progress=False).ref_model is None
 
 
 def test_format_warmup_merges_an_adapter_into_the_policy_and_is_reused(ci_cfg, tmp_path, tiny_llama_dir):

@@ -353,7 +353,7 @@ def _stub_trainer(estimator: str, monkeypatch, logp: torch.Tensor, ref: torch.Te
     trainer.model, trainer.current_gradient_accumulation_steps = SimpleNamespace(training=True), 1
     trainer.max_completion_length, trainer._metrics = 2, {"train": collections.defaultdict(list)}
     trainer.args = SimpleNamespace(use_bias_correction_kl=bias_correction)
-    trainer.importance_sampling_level = "token"
+    trainer.importance_sampling_level, trainer.shared_prefill = "token", False
     inputs = {"ref_per_token_logps": ref, "completion_mask": mask}
     return trainer, inputs
 

@@ -248,6 +248,9 @@ class TrainConfig:
     # seeded dev questions on which the notebook checks the starting policy's evidence answer-recall against a
     # random-sentence extractor (D141); None: no check
     heldout_questions: int | None = None
+    lora: PolicyLoRAConfig | None = None  # None: full fine-tuning (the paper); else a LoRA policy (CPU profiles; D144)
+    shared_prefill: bool = False  # transformers generation and scoring: a prefix the rows share runs once (D145)
+    attn_implementation: str | None = None  # the policy's; None: transformers' default (sdpa); D146
 
     def __post_init__(self):
         if self.num_generations < 2:
@@ -355,6 +358,20 @@ class LoRASFTConfig:
         bad = [name for name in positive if not getattr(self, name) > 0]
         if bad:
             raise ConfigError(f"{self.section}: need positive {bad}")
+
+
+@dataclasses.dataclass(frozen=True)
+class PolicyLoRAConfig:
+    """GRPO on a LoRA adapter of the starting policy instead of all its weights (D144): the reference model is the
+    policy with the adapter disabled (no second copy), and the selected adapter is merged into a plain extractor."""
+
+    rank: int
+    alpha: int
+    target_modules: list[str]
+
+    def __post_init__(self):
+        if self.rank < 1 or self.alpha <= 0 or not self.target_modules:
+            raise ConfigError("train.lora: need rank >= 1, alpha > 0 and at least one target module")
 
 
 WarmupTargets = typing.Literal["format_only", "string_inclusion"]

@@ -5,7 +5,8 @@ A run directory (default `data/<profile>/train/eviomni`) holds
     checkpoints/checkpoint-<step>/   TRL/transformers checkpoints (model, optimizer, RNG, trainer state)
     train_log.jsonl, dev_eval.jsonl  per-step and per-checkpoint logs (repro.train.logs)
     extractor/                       the selected checkpoint as a plain model directory (model + tokenizer),
-                                     loadable by repro.generation like any other extractor
+                                     loadable by repro.generation like any other extractor (with `train.lora`,
+                                     the checkpoints hold adapters: the selected one is merged into the policy)
     selection.json                   which step was selected, on which metric, with which value
     run_config.json                  everything the run depends on, with its fingerprint
 
@@ -32,23 +33,27 @@ import torch
 import yaml
 from accelerate import PartialState
 from datasets import Dataset
-from transformers import AutoTokenizer, TrainerCallback, TrainerState
+from peft import PeftModel
+from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, TrainerState
 from trl import GRPOConfig
 
 from repro.assets import resolve
 from repro.config import Profile, RewardsConfig, TrainConfig
 from repro.data import layout
+from repro.generation import attention  # noqa: F401  (registers sdpa_grouped_decode)
 from repro.io import fingerprint, write_json
 from repro.nli import NLIScorer
 from repro.rewards import REWARD_DESIGNS
 from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
 from repro.train.checkpoints import TRAINER_STATE, last_checkpoint, recorded_fingerprint
 from repro.train.data import split_rows
+from repro.train.lora_policy import peft_config
 from repro.train.reward import EviOmniReward
 from repro.train.trainer import EviOmniTrainer
 from repro.train.warmup import starting_policy
 
 RUN_STATE_FILES = {"optimizer.pt", "scheduler.pt", "scaler.pt", TRAINER_STATE, "training_args.bin"}
+ADAPTER_FILES = {"adapter_config.json", "adapter_model.safetensors", "README.md"}  # what peft saves of a LoRA policy
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +126,8 @@ def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool
         warmup_steps=train.warmup_steps, weight_decay=train.weight_decay, max_grad_norm=train.max_grad_norm,
         bf16=train.bf16, fp16=False, gradient_checkpointing=train.gradient_checkpointing,
         use_cpu=not torch.cuda.is_available(), disable_dropout=True, dataloader_num_workers=0,
-        model_init_kwargs={"dtype": cfg.models.dtype, "use_safetensors": True},
+        model_init_kwargs={"dtype": cfg.models.dtype, "use_safetensors": True,
+                           **({"attn_implementation": train.attn_implementation} if train.attn_implementation else {})},
         use_vllm=train.use_vllm, vllm_mode=train.vllm_mode, vllm_tensor_parallel_size=train.vllm_tensor_parallel_size,
         vllm_gpu_memory_utilization=train.vllm_gpu_memory_utilization,
         vllm_max_model_length=train.vllm_max_model_length,
@@ -144,26 +150,33 @@ def _prepare_run_dir(run: TrainRun, config: dict, is_main: bool) -> None:
     PartialState().wait_for_everyone()
 
 
-def export_checkpoint(checkpoint: Path, out: Path) -> None:
+def export_checkpoint(checkpoint: Path, out: Path, dtype: str | None = None) -> None:
     """Copy a checkpoint's model and tokenizer files (no optimizer/RNG/trainer state) to `out`, atomically:
-    the new directory is complete before it replaces the old one."""
+    the new directory is complete before it replaces the old one. A LoRA checkpoint (`train.lora`) is merged into
+    the policy it was trained from (loaded in `dtype`), so `out` is a plain model directory either way."""
     tmp, old = out.with_name(f".{out.name}.tmp"), out.with_name(f".{out.name}.old")
     for stale in (tmp, old):
         shutil.rmtree(stale, ignore_errors=True)
     tmp.mkdir(parents=True)
+    adapter = (checkpoint / "adapter_config.json").exists()
+    skipped = RUN_STATE_FILES | (ADAPTER_FILES if adapter else set())
     for item in checkpoint.iterdir():
-        if item.is_file() and item.name not in RUN_STATE_FILES and not item.name.startswith("rng_state"):
+        if item.is_file() and item.name not in skipped and not item.name.startswith("rng_state"):
             shutil.copy2(item, tmp / item.name)
+    if adapter:
+        base = json.loads((checkpoint / "adapter_config.json").read_text(encoding="utf-8"))["base_model_name_or_path"]
+        model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype, use_safetensors=True)
+        PeftModel.from_pretrained(model, checkpoint).merge_and_unload().save_pretrained(tmp, safe_serialization=True)
     if out.exists():
         out.rename(old)
     tmp.rename(out)
     shutil.rmtree(old, ignore_errors=True)
 
 
-def _export_selected(state: TrainerState, run: TrainRun, metric: str) -> None:
+def _export_selected(state: TrainerState, run: TrainRun, metric: str, dtype: str) -> None:
     step = state.best_global_step or state.global_step
     checkpoint = run.checkpoints / f"checkpoint-{step}"
-    export_checkpoint(checkpoint, run.extractor)
+    export_checkpoint(checkpoint, run.extractor, dtype)
     write_json(run.selection_file, {"metric": metric, "value": state.best_metric, "step": step,
                                     "checkpoint": str(checkpoint), "extractor": str(run.extractor),
                                     "last_step": state.global_step})
@@ -195,7 +208,7 @@ def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_r
         model=model_path, reward_funcs=[EviOmniReward(rewards_cfg, tokenizer, nli_scorer(cfg, rewards_cfg))],
         args=args, train_dataset=Dataset.from_list(list(train_rows)), processing_class=tokenizer,
         rewards_config=rewards_cfg, max_answer_length=train.max_answer_length, sample_answers=train.sample_answers,
-        kl_estimator=train.kl_estimator)
+        kl_estimator=train.kl_estimator, shared_prefill=train.shared_prefill, peft_config=peft_config(train.lora))
     trainer.add_callback(TrainLogCallback(run.train_log))
     trainer.add_callback(DevSelectionCallback(trainer, dev_rows, train.selection_metric, run.dev_log,
                                               evaluate_initial=train.evaluate_initial))
@@ -216,7 +229,7 @@ def fit(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_rows: Seque
         trainer.train(resume_from_checkpoint=checkpoint)
         state = trainer.state
     if trainer.accelerator.is_main_process:
-        _export_selected(state, run, _train_config(cfg, max_steps).selection_metric)
+        _export_selected(state, run, _train_config(cfg, max_steps).selection_metric, cfg.models.dtype)
     trainer.accelerator.wait_for_everyone()
     return run
 

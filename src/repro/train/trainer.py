@@ -15,6 +15,12 @@
    TRL's importance-ratio correction of the KL term (`use_bias_correction_kl`, on by default) and TRL's
    aggregation for the loss type, so the loss holds β·k2 where it held β·k3 and nothing else changes.
 
+Speed, not method (D144, D145): a LoRA policy (`peft_config`) generates through transformers on merged weights
+(`repro.train.lora_policy.merged_adapter`). With `shared_prefill`, generation through transformers prefills the prefix a
+batch's rows share once (the G copies of a prompt, the prompt that o_r's contexts begin with) and continues every row
+from its KV cache, and the reference and policy passes run the columns all rows share once
+(`repro.train.shared_prefill`); vLLM has its own prefix caching.
+
 Everything else is TRL: sampling of the rollouts, the clipped surrogate with β·KL (k3) to the reference
 model, the loss over the completion tokens only, checkpointing and distributed training.
 """
@@ -30,12 +36,16 @@ import torch
 from accelerate.utils import gather_object
 from transformers import GenerationConfig
 from trl import GRPOTrainer
+from trl.extras.profiling import profiling_context
+from trl.models import unwrap_model_for_generation
 
 from repro import rewards
 from repro.config import RewardsConfig
 from repro.train.fused_head import compact_fused_lm_head_on_cpu
+from repro.train.lora_policy import merged_adapter
 from repro.train.reward import EviOmniReward, RolloutScore, score_rollout
 from repro.train.rollout import MASKED_TARGETS, answer_contexts, completion_text, masked_targets, parse_rollout
+from repro.train.shared_prefill import generate_sharing_prefixes, score_sharing_prefixes, supports
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p")
 KL_ESTIMATORS = ("k3", "k2")
@@ -86,7 +96,7 @@ class EviOmniTrainer(GRPOTrainer):
     (see repro.train.data)."""
 
     def __init__(self, *args, rewards_config: RewardsConfig, max_answer_length: int, sample_answers: bool = True,
-                 kl_estimator: str = "k3", **kwargs):
+                 kl_estimator: str = "k3", shared_prefill: bool = False, **kwargs):
         if kl_estimator not in KL_ESTIMATORS:
             raise ValueError(f"train.kl_estimator: unknown estimator {kl_estimator!r}; known: {list(KL_ESTIMATORS)}")
         compact_fused_lm_head_on_cpu()
@@ -100,6 +110,10 @@ class EviOmniTrainer(GRPOTrainer):
         self.rewards_config = rewards_config
         self.max_answer_length = max_answer_length
         self.sample_answers = sample_answers
+        if shared_prefill and not supports(self.model.config):
+            raise ValueError(f"train.shared_prefill: {self.model.config.model_type} has sliding-window layers; set it "
+                             f"to false")
+        self.shared_prefill = shared_prefill
         self._gathered_rewards: torch.Tensor | None = None
 
     # -- departure 1: the masked answers o_r, o_e -------------------------------------------------------
@@ -148,6 +162,27 @@ class EviOmniTrainer(GRPOTrainer):
             answers[ctx.target][i] = output
         return answers
 
+    # -- speed: a merged LoRA adapter, one prefill of a prefix the rows share -------------------------------
+    def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        # vLLM gets merged weights from TRL's sync; sharded (DeepSpeed, FSDP) weights are not merged here
+        unmerged = self.use_vllm or self.is_deepspeed_enabled or self.is_fsdp_enabled
+        with contextlib.nullcontext() if unmerged else merged_adapter(self.accelerator.unwrap_model(self.model)):
+            if (not self.shared_prefill or self.use_vllm or self.use_transformers_continuous_batching or images
+                    or multimodal_fields or self.generation_config.cache_implementation is not None):
+                return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
+                                                     has_tool_images)
+            with (profiling_context(self, "transformers.generate"),
+                  unwrap_model_for_generation(self.model_wrapped, self.accelerator,
+                                              gather_deepspeed3_params=self.args.ds3_gather_for_generation,
+                                              generation_kwargs=self.generation_kwargs,
+                                              gradient_checkpointing_kwargs=self.args.gradient_checkpointing_kwargs)
+                  as unwrapped, torch.no_grad(), self._dist.summon_full_params(self.model_wrapped, recurse=False)):
+                completion_ids = generate_sharing_prefixes(unwrapped, prompt_ids, self.generation_config,
+                                                           self._tokenizer.pad_token_id, self.accelerator.device)
+        is_eos = torch.isin(completion_ids, torch.tensor(self.eos_token_ids, device=completion_ids.device))
+        ends = torch.where(is_eos.any(dim=1), is_eos.int().argmax(dim=1) + 1, completion_ids.size(1))
+        return [row[:end].tolist() for row, end in zip(completion_ids.cpu(), ends.tolist(), strict=True)], None
+
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         texts = [completion_text(c) for c in completions]
         design = rewards.REWARD_DESIGNS[self.rewards_config.design]
@@ -172,8 +207,16 @@ class EviOmniTrainer(GRPOTrainer):
         return output
 
     # -- departure 3 (switch): the KL estimator -----------------------------------------------------------
-    def _get_per_token_logps_and_entropies(self, *args, **kwargs):
-        out = super()._get_per_token_logps_and_entropies(*args, **kwargs)
+    def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
+                                           compute_entropy=False, compute_aux_loss=False, **multimodal):
+        # the KL switch captures the policy's log-probabilities; shared_prefill scores a shared prefix once (D145)
+        if self.shared_prefill and not compute_aux_loss and all(v is None for v in multimodal.values()):
+            out = (*score_sharing_prefixes(model, input_ids, attention_mask, logits_to_keep, batch_size,
+                                           compute_entropy, self.accelerator.autocast), None)
+        else:
+            out = super()._get_per_token_logps_and_entropies(model, input_ids, attention_mask, logits_to_keep,
+                                                             batch_size, compute_entropy, compute_aux_loss,
+                                                             **multimodal)
         if self._captured_logps is not None:
             self._captured_logps.append(out[0])
         return out
