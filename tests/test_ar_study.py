@@ -372,7 +372,8 @@ def test_a_vllm_teacher_is_one_engine_with_its_options_ended_when_synthesis_retu
     made = recording_factory(monkeypatch)
     records = synthesize(cfg, progress=False)
     ((generator, llm),) = made
-    assert {k: llm.engine_args[k] for k in options} == options and not llm.engine_args["enable_lora"]
+    assert {k: llm.engine_args[k] for k in options} == options
+    assert not llm.engine_args["enable_lora"]  # a teacher takes no adapter: no LoRA slots
     assert len(llm.calls) == 1 and len(records) == 3  # one chunk, one batched call
     assert llm.llm_engine.engine_core.shutdowns == 1 and generator.llm is None  # ended before the LoRA runs
 
@@ -403,8 +404,7 @@ def test_a_local_teacher_on_vllms_engine_answers_as_on_transformers_and_ends_wit
     import psutil
 
     cfg = load_profile("ci", ROOT / "params.yaml")  # greedy, one sample per question
-    engine = {"dtype": "float32", "max_model_len": 1024, "enforce_eager": True, "kv_cache_memory_bytes": 2**30,
-              "enable_lora": False}
+    engine = {"dtype": "float32", "max_model_len": 1024, "enforce_eager": True, "kv_cache_memory_bytes": 2**30}
     on_vllm = with_teacher(cfg, model=str(tiny_llama_dir), backend="vllm", options=engine, max_new_tokens=16)
     rows = [ROW, {**ROW, "id": "q2", "question": "Who designed engines?"}]
     before = {p.pid for p in psutil.Process().children(recursive=True)}
