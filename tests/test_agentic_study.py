@@ -16,8 +16,9 @@ from repro.agentic import study
 from repro.agentic.study import (_record, compare_conditions, extractor_ref, model_label, paired_item_scores,
                                  run_study, sample_items, summarize, table5_layout, table6_layout, trajectory_path)
 from repro.agentic.trajectory import Trajectory, Turn
-from repro.config import load_profile
+from repro.config import ConfigError, load_profile
 from repro.generation import Generator
+from repro.generation import pool as pool_module
 from repro.io import write_jsonl
 
 DOC = {"id": "1", "contents": '"Britney Spears"\nSpears was born in McComb, Mississippi, the second child.',
@@ -201,29 +202,37 @@ def chat_tokenizer():
 
 
 @pytest.fixture
-def study_cfg(monkeypatch):
-    """The ci profile's study on 10 items per dataset, chunks of 8 (batch size 1), with a scripted agent."""
+def study_cfg(monkeypatch, tmp_path):
+    """The ci profile's study on 10 items per dataset, chunks of 8 (batch size 1), with a scripted agent: the ci
+    model's asset directory is an empty stand-in, and `agent_is` makes the study's pool hand out a given agent."""
     cfg = load_profile("ci", params_path=ROOT / "params.yaml")
     cfg = dataclasses.replace(cfg, agentic=dataclasses.replace(cfg.agentic, batch_size=1))
     items = [{"id": f"q{i}", "question": f"Who founded Vell{i}?", "golden_answers": ["Anna Berg"]} for i in range(10)]
     monkeypatch.setattr(study, "sample_items", lambda cfg, dataset: items)
     monkeypatch.setattr(study, "open_search", lambda cfg: contextlib.nullcontext(None))  # the agent never searches
-    return cfg, chat_tokenizer()
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "data" / "ci" / "assets" / "tiny-random-llama").mkdir(parents=True)
+    loads = []
+
+    def agent_is(agent: Generator) -> None:
+        monkeypatch.setattr(pool_module, "make_generator", lambda backend, model, **kw: loads.append(model) or agent)
+
+    return cfg, chat_tokenizer(), agent_is, loads
 
 
-def test_an_interrupted_study_resumes_with_the_unfinished_items_and_writes_what_a_whole_run_writes(
-        study_cfg, monkeypatch, tmp_path):
-    cfg, tokenizer = study_cfg
+def test_an_interrupted_study_resumes_with_the_unfinished_items_and_writes_what_a_whole_run_writes(study_cfg, tmp_path):
+    cfg, tokenizer, agent_is, loads = study_cfg
     whole = AnsweringAgent(tokenizer)
-    monkeypatch.setattr(study, "load_generator", lambda *args: whole)
+    agent_is(whole)
     expected = run_study(cfg, tmp_path / "whole", progress=False)
+    assert loads == ["data/ci/assets/tiny-random-llama"]  # the agent is the extractor here: loaded once
 
     killed = AnsweringAgent(tokenizer, fail_after=8)  # one chunk of the first file, then a kill
-    monkeypatch.setattr(study, "load_generator", lambda *args: killed)
+    agent_is(killed)
     with pytest.raises(RuntimeError, match="killed"):
         run_study(cfg, tmp_path / "resumed", progress=False)
     resumed = AnsweringAgent(tokenizer)
-    monkeypatch.setattr(study, "load_generator", lambda *args: resumed)
+    agent_is(resumed)
     summary = run_study(cfg, tmp_path / "resumed", progress=False)
 
     files = 2 * len(cfg.agentic.datasets)  # conditions x datasets of one agent
@@ -236,5 +245,45 @@ def test_an_interrupted_study_resumes_with_the_unfinished_items_and_writes_what_
             assert paths[0].read_bytes() == paths[1].read_bytes()
 
     again = AnsweringAgent(tokenizer, fail_after=0)
-    monkeypatch.setattr(study, "load_generator", lambda *args: again)
+    agent_is(again)
+    loads.clear()
     pd.testing.assert_frame_equal(run_study(cfg, tmp_path / "resumed", progress=False), expected)  # nothing reruns
+    assert loads == []  # and nothing is loaded
+
+
+class CountedAgent(AnsweringAgent):
+    """An AnsweringAgent standing in for `model`, which records at each call the models loaded and not closed."""
+
+    def __init__(self, tokenizer, model: str, alive: set, calls: list):
+        super().__init__(tokenizer)
+        self.model, self.alive, self.calls = model, alive, calls
+        alive.add(model)
+
+    def close(self) -> None:
+        self.alive.discard(self.model)
+
+    def _generate(self, prompts, params):
+        self.calls.append((self.model, set(self.alive)))
+        return super()._generate(prompts, params)
+
+
+def test_each_agent_is_released_before_the_next_one_loads_and_the_extractor_is_loaded_once(
+        study_cfg, tmp_path, monkeypatch):
+    cfg, tokenizer, _, loads = study_cfg
+    cfg = dataclasses.replace(cfg, models=dataclasses.replace(cfg.models, agents=["agent-a", "agent-b"]),
+                              agentic=dataclasses.replace(cfg.agentic, extractor="extractor"))
+    alive, calls = set(), []
+    monkeypatch.setattr(pool_module, "make_generator", lambda backend, model, **kw:
+                        loads.append(model) or CountedAgent(tokenizer, model, alive, calls))
+    run_study(cfg, tmp_path / "out", progress=False)
+    assert loads == ["agent-a", "extractor", "agent-b"] and alive == set()  # all ended with the study
+    assert {agent for agent, _ in calls} == {"agent-a", "agent-b"}  # (the agents answer without searching)
+    assert all(loaded <= {agent, "extractor"} for agent, loaded in calls)  # never two agents at once
+
+
+def test_an_agent_that_is_the_extractor_needs_the_extractors_options():
+    cfg = load_profile("tiny", params_path=ROOT / "params.yaml")
+    assert extractor_ref(cfg) in cfg.models.agents
+    cfg = dataclasses.replace(cfg, agentic=dataclasses.replace(cfg.agentic, agent_options={"dtype": "float32"}))
+    with pytest.raises(ConfigError, match="both an agent and the extractor"):
+        study.agentic_config(cfg)

@@ -3,12 +3,15 @@ Figure 2's overlap categories and Table 1's McNemar test; then the whole study o
 directory (heuristic teacher, the tiny random Llama as student)."""
 
 import dataclasses
+import re
 
 import pandas as pd
 import pytest
+import yaml
 from transformers import AutoTokenizer
 
-from repro import stats
+from repro import preflight, remote, stats
+from repro.ar_study.paths import VARIANTS, adapter_dir
 from repro.ar_study.recall import (
     AR_FIELDS,
     ar_record,
@@ -25,6 +28,8 @@ from repro.ar_study.teacher import (
     TAG_STRINGS,
     Teacher,
     make_record,
+    synthesize,
+    teacher_pool,
     scaffolded_responses,
     string_inclusion_response,
     extraction_messages,
@@ -37,6 +42,7 @@ from repro.data import layout
 from repro.evaluation.records import read_records
 from repro.io import write_jsonl
 from repro.generation import GenerationParams, Generator
+from repro.generation import pool as pool_module
 from repro.generation.openai_client import HTTPGenerationError
 from repro.generation.transformers_backend import TransformersGenerator
 from repro.paper import load_paper_tables
@@ -44,6 +50,7 @@ from repro.prompts import evidence_extraction_prompt, format_passages, render_ch
 from repro.tags import is_well_formatted
 
 from conftest import ROOT
+from test_generation_vllm import fake_vllm  # noqa: F401 (fixture)
 
 ROW = {"id": "q1", "question": "Where was Ada born?", "golden_answers": ["London", "City of London"],
        "passages": [{"id": "1", "contents": '"Ada Lovelace"\nAda Lovelace was a mathematician. She was born in London.',
@@ -216,9 +223,11 @@ def test_local_teacher_returns_the_configured_samples_per_question(tiny_llama_di
                                   options={})
     cfg = dataclasses.replace(cfg, ar_study=dataclasses.replace(cfg.ar_study, teacher=teacher))
     rows = [ROW, {**ROW, "id": "q2"}]
-    outputs = Teacher(cfg, progress=False).respond(rows)
+    with teacher_pool(teacher) as pool:
+        outputs = Teacher(cfg, pool).respond(rows)
     assert [len(o) for o in outputs] == [3, 3] and all(isinstance(t, str) for o in outputs for t in o)
-    assert Teacher(cfg, progress=False).respond(rows) == outputs  # seeded (per batch: transformers' sampling)
+    with teacher_pool(teacher) as pool:
+        assert Teacher(cfg, pool).respond(rows) == outputs  # seeded (per batch: transformers' sampling)
 
 
 class Recording(Generator):
@@ -277,9 +286,10 @@ def test_an_http_teacher_keeps_its_finished_requests_in_the_request_cache(tmp_pa
     cfg = load_profile("paper-1p5b")  # DeepSeek-R1 over the OpenAI API; here an address where nothing listens
     teacher = dataclasses.replace(cfg.ar_study.teacher, options={"base_url": "http://127.0.0.1:9/v1", "max_retries": 0})
     cfg = dataclasses.replace(cfg, ar_study=dataclasses.replace(cfg.ar_study, teacher=teacher))
-    http_teacher = Teacher(cfg, progress=False, request_cache=tmp_path / "requests.partial.jsonl")
-    with pytest.raises(HTTPGenerationError, match="failed after 1 attempts"):
-        http_teacher.respond([ROW])
+    with teacher_pool(teacher) as pool:
+        http_teacher = Teacher(cfg, pool, request_cache=tmp_path / "requests.partial.jsonl")
+        with pytest.raises(HTTPGenerationError, match="failed after 1 attempts"):
+            http_teacher.respond([ROW])
     assert http_teacher._generator.cache_path == tmp_path / "requests.partial.jsonl"
 
 
@@ -313,10 +323,101 @@ def test_the_study_runs_on_the_ci_profile_and_reruns_from_its_files(tmp_path, mo
     assert [r["id"] for r in records] == ["e0", "e1", "e2"] and all(r["ar_rationale"] is not None for r in records)
     assert table1(files)["n"].tolist() == [3, 0]
 
-    import repro.ar_study.recall as recall
-
-    monkeypatch.setattr(recall, "make_generator", lambda *a, **k: pytest.fail("finished records reload a model"))
+    monkeypatch.setattr(pool_module, "make_generator", lambda *a, **k: pytest.fail("finished records reload a model"))
     assert run_recall(cfg, progress=False).equals(files)
+
+
+def with_teacher(cfg, **changes):
+    teacher = dataclasses.replace(cfg.ar_study.teacher, **changes)
+    return dataclasses.replace(cfg, ar_study=dataclasses.replace(cfg.ar_study, teacher=teacher))
+
+
+def local_teacher_lines() -> dict:
+    """The `# local:` lines of the paper profiles' teacher in params.yaml: the documented local teacher (D140)."""
+    return yaml.safe_load("\n".join(re.findall(r"^\s*# local: (.*)$", (ROOT / "params.yaml").read_text(), re.M)))
+
+
+def test_the_documented_local_teacher_is_a_valid_switch_of_the_paper_profiles():
+    local = local_teacher_lines()
+    assert set(local) == {"model", "backend", "options"} and local["backend"] == "vllm"
+    for name in ("paper-1p5b", "paper-7b"):
+        cfg = load_profile(name)
+        assert cfg.ar_study.teacher.backend == "openai"  # the default stays DeepSeek-R1 itself, over an API
+        cfg = with_teacher(cfg, **local)  # validated: the options are VLLMGenerator arguments
+        assert local["model"] in remote.hub_models(cfg) and local["model"] in cfg.fetch.revisions
+        key = f"params.yaml: profiles.{name}.ar_study.teacher.options"
+        assert (key, [local["model"]], local["options"]) in preflight.engines(cfg)  # GPUs and memory checked
+
+
+def recording_factory(monkeypatch) -> list:
+    """Every generator the pools make, with its engine (kept: closing a vLLM generator drops its reference)."""
+    made, make = [], pool_module.make_generator
+
+    def recorded(*args, **kwargs):
+        generator = make(*args, **kwargs)
+        made.append((generator, getattr(generator, "llm", None)))
+        return generator
+
+    monkeypatch.setattr(pool_module, "make_generator", recorded)
+    return made
+
+
+def test_a_vllm_teacher_is_one_engine_with_its_options_ended_when_synthesis_returns(
+        fake_vllm, tiny_llama_dir, tmp_path, monkeypatch):
+    options = local_teacher_lines()["options"]
+    cfg = with_teacher(load_profile("ci", ROOT / "params.yaml"), model=str(tiny_llama_dir), backend="vllm",
+                       options=options)
+    monkeypatch.chdir(tmp_path)
+    _write_contexts(cfg, cfg.ar_study.teacher.dataset, "train", [{**ROW, "id": f"t{i}"} for i in range(3)])
+    made = recording_factory(monkeypatch)
+    records = synthesize(cfg, progress=False)
+    ((generator, llm),) = made
+    assert {k: llm.engine_args[k] for k in options} == options
+    assert not llm.engine_args["enable_lora"]  # a teacher takes no adapter: no LoRA slots
+    assert len(llm.calls) == 1 and len(records) == 3  # one chunk, one batched call
+    assert llm.llm_engine.engine_core.shutdowns == 1 and generator.llm is None  # ended before the LoRA runs
+
+
+def test_both_variants_are_lora_requests_on_one_engine_of_the_student(fake_vllm, tiny_llama_dir, tmp_path,
+                                                                      monkeypatch):
+    cfg = load_profile("ci", ROOT / "params.yaml")
+    ev = dataclasses.replace(cfg.ar_study.evaluation, backend="vllm", options={"max_model_len": 1024})
+    cfg = dataclasses.replace(cfg, ar_study=dataclasses.replace(cfg.ar_study, student=str(tiny_llama_dir),
+                                                                evaluation=ev))
+    monkeypatch.chdir(tmp_path)
+    for variant in VARIANTS:  # the stand-in engine reads no adapter weights
+        adapter_dir(cfg.name, variant).mkdir(parents=True)
+        (adapter_dir(cfg.name, variant) / "adapter_model.safetensors").write_bytes(b"")
+    _write_contexts(cfg, ev.in_distribution, ev.split, [{**ROW, "id": f"e{i}"} for i in range(2)])
+    _write_contexts(cfg, ev.out_of_distribution, ev.split, [{**ROW, "id": "o1"}])
+    made = recording_factory(monkeypatch)
+    files = run_recall(cfg, progress=False)
+    ((_, llm),) = made  # one engine for the student
+    adapters = [str(adapter_dir(cfg.name, variant)) for variant in VARIANTS]
+    assert [call["lora_request"].lora_path for call in llm.calls] == [adapters[0]] * 2 + [adapters[1]] * 2
+    assert llm.llm_engine.engine_core.shutdowns == 1 and files["evaluated"].tolist() == [2, 1, 2, 1]
+
+
+@pytest.mark.vllm
+@pytest.mark.slow
+def test_a_local_teacher_on_vllms_engine_answers_as_on_transformers_and_ends_with_its_pool(tiny_llama_dir):
+    import psutil
+
+    cfg = load_profile("ci", ROOT / "params.yaml")  # greedy, one sample per question
+    engine = {"dtype": "float32", "max_model_len": 1024, "enforce_eager": True, "kv_cache_memory_bytes": 2**30}
+    on_vllm = with_teacher(cfg, model=str(tiny_llama_dir), backend="vllm", options=engine, max_new_tokens=16)
+    rows = [ROW, {**ROW, "id": "q2", "question": "Who designed engines?"}]
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    with teacher_pool(on_vllm.ar_study.teacher) as pool:
+        outputs = Teacher(on_vllm, pool).respond(rows)
+        started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before
+                   and "resource_tracker" not in " ".join(p.cmdline())]  # multiprocessing's, for the process
+        assert started and pool.engines_alive == 1
+    assert not psutil.wait_procs(started, timeout=30)[1]  # the engine's processes are gone with the pool
+    on_transformers = with_teacher(cfg, model=str(tiny_llama_dir), backend="transformers",
+                                   options={"dtype": "float32"}, max_new_tokens=16)
+    with teacher_pool(on_transformers.ar_study.teacher) as pool:
+        assert Teacher(on_transformers, pool).respond(rows) == outputs
 
 
 def test_discordant_cases_pick_the_category(tmp_path):

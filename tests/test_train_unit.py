@@ -1,6 +1,7 @@
 """Unit tests of the EviOmni trainer's own pieces (no model): advantages, masked contexts, reward, logs."""
 
 import collections
+import dataclasses
 import json
 import math
 import typing
@@ -11,6 +12,7 @@ import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from transformers import AutoTokenizer, TrainerState
+from trl import GRPOConfig
 
 from repro import metrics, prompts, rewards, tags
 from repro.config import ConfigError, RewardsConfig, TrainConfig, load_profile, profile_names
@@ -23,7 +25,7 @@ from repro.train.logs import StepLog, read_log, train_log_row
 from repro.train.recall_check import compare_recall, recall_items
 from repro.train.reward import EviOmniReward, score_rollout
 from repro.train.rollout import answer_contexts, masked_targets, parse_rollout
-from repro.train.run import TrainRun, _prepare_run_dir
+from repro.train.run import TrainRun, _prepare_run_dir, grpo_args
 from repro.train.trainer import (
     KL_ESTIMATORS,
     EviOmniTrainer,
@@ -184,6 +186,21 @@ def test_profiles_carry_the_papers_grpo_settings_and_a_resumable_checkpoint_poli
     assert all(load_profile(name).train is not None for name in profile_names())
     with pytest.raises(ConfigError, match="save_total_limit"):  # limit 1 would delete the last checkpoint
         TrainConfig(dataset="nq", save_total_limit=1)
+
+
+def test_grpo_args_carry_the_vllm_settings_and_the_importance_sampling_switch(tmp_path):
+    assert GRPOConfig.__dataclass_fields__["vllm_importance_sampling_correction"].default is True  # TRL's
+    assert TrainConfig(dataset="nq").vllm_importance_sampling_correction is False  # Eq. 8 has none (D139)
+    for name in ("paper-1p5b", "paper-7b"):
+        cfg = load_profile(name)
+        args = grpo_args(cfg, cfg.train, tmp_path)
+        assert args.use_vllm and args.vllm_mode == "colocate" and args.vllm_importance_sampling_correction is False
+        assert args.vllm_max_model_length == cfg.train.vllm_max_model_length and args.vllm_server_base_url is None
+    server = dataclasses.replace(cfg.train, vllm_mode="server", vllm_server_base_url="http://127.0.0.1:8000",
+                                 vllm_importance_sampling_correction=True)
+    args = grpo_args(cfg, server, tmp_path)
+    assert (args.vllm_mode, args.vllm_server_base_url) == ("server", "http://127.0.0.1:8000")
+    assert args.vllm_importance_sampling_correction is True and args.vllm_importance_sampling_mode == "sequence_mask"
 
 
 WARMUP_ROW = {"id": "q1", "question": "Who designed the Eiffel Tower?",

@@ -244,6 +244,9 @@ class TrainConfig:
     vllm_gpu_memory_utilization: float = 0.3
     vllm_tensor_parallel_size: int = 1
     vllm_max_model_length: int | None = None  # must hold prompt + rollout + o_r/o_e answer
+    vllm_server_base_url: str | None = None  # server mode: the `vllm serve` address (None: TRL's 0.0.0.0:8000)
+    # TRL's correction of the vLLM-sampler/trainer mismatch (on in TRL); Eq. 8 has none, so off by default (D139)
+    vllm_importance_sampling_correction: bool = False
     format_warmup: FormatWarmupConfig | None = None  # SFT that teaches the tags before GRPO (CPU stand-ins; D90)
     # seeded dev questions on which the notebook checks the starting policy's evidence answer-recall against a
     # random-sentence extractor (D141); None: no check

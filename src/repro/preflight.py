@@ -129,6 +129,8 @@ def _engine_models(cfg: Profile, key: str) -> list[str]:
         return [cfg.agentic.extractor or cfg.models.released_extractor or cfg.models.extractor]
     if key.endswith("ar_study.evaluation.options"):
         return [cfg.ar_study.student]
+    if key.endswith("ar_study.teacher.options"):
+        return [cfg.ar_study.teacher.model]
     return [cfg.models.extractor]
 
 

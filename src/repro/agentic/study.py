@@ -13,6 +13,8 @@ reported beside it, D14); the condition without the extractor has CR 1 by defini
 The study resumes: each trajectories file is a `repro.evaluation.records.RecordFile` written chunk by chunk
 (`CHUNK_BATCHES` agent batches of items at a time), so a killed run continues with the items it had not finished,
 and a rerun of the same configuration reuses finished files without loading the agent or the extractor (D103).
+The models live in one `ModelPool` (one engine per model on vLLM): the extractor for the whole study, each agent
+until its runs are done; leaving the study ends them all (D94).
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
-import gc
 import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -43,7 +44,8 @@ from repro.data.corpus import PassageStore
 from repro.data.qa import read_qa
 from repro.evaluation.records import RecordFile, process_resumably, read_records
 from repro.io import fingerprint
-from repro.generation import Generator, make_generator
+from repro.generation import Generator
+from repro.generation.pool import ModelPool
 from repro.metrics import corpus_compression_ratio, text_length
 from repro.paper import PAPER_DIR, TABLE_FILES, load_paper_tables
 from repro.retrieval.run import RetrievalSession
@@ -61,7 +63,12 @@ def agentic_config(cfg: Profile) -> AgenticConfig:
     known = {d.name for d in cfg.data.datasets}
     if unknown := [d for d in cfg.agentic.datasets if d not in known]:
         raise ConfigError(f"agentic.datasets: {unknown} are not data.datasets entries ({sorted(known)})")
-    return cfg.agentic
+    a = cfg.agentic
+    if extractor_ref(cfg) in cfg.models.agents and a.agent_options != a.extractor_options:
+        raise ConfigError(f"agentic: {extractor_ref(cfg)} is both an agent and the extractor, loaded once (D94), so "
+                          f"agentic.agent_options {a.agent_options} and extractor_options {a.extractor_options} "
+                          f"must be equal")
+    return a
 
 
 def extractor_ref(cfg: Profile) -> str:
@@ -116,11 +123,18 @@ def open_search(cfg: Profile) -> Iterator[Search]:
         store.close()
 
 
-def load_generator(cfg: Profile, ref: str, options: dict, progress: bool) -> Generator:
-    """`ref` on the agentic backend with `models.dtype`; `options` (agent_options / extractor_options) add or
-    override generator arguments (e.g. dtype, vLLM's gpu_memory_utilization)."""
-    kwargs = {"dtype": cfg.models.dtype, "progress": progress, **options}
-    return make_generator(cfg.agentic.backend, resolve(ref, cfg.name), **kwargs)
+def study_pool(cfg: Profile, progress: bool) -> ModelPool:
+    """The pool the study's models live in: `agentic.backend` with `models.dtype` (D94, D140)."""
+    return ModelPool(cfg.agentic.backend, cfg.models.dtype, progress=progress)
+
+
+def agent_generator(cfg: Profile, pool: ModelPool, ref: str) -> Generator:
+    """An agent of `models.agents` with `agentic.agent_options` (which may set its dtype, vLLM's memory share...)."""
+    return pool.get(resolve(ref, cfg.name), options=cfg.agentic.agent_options)[0]
+
+
+def extractor_generator(cfg: Profile, pool: ModelPool) -> Generator:
+    return pool.get(resolve(extractor_ref(cfg), cfg.name), options=cfg.agentic.extractor_options)[0]
 
 
 def trajectory_path(out_dir: str | Path, agent: str, condition: str, dataset: str) -> Path:
@@ -144,42 +158,14 @@ def run_config(cfg: Profile, agent: str, condition: str, items: Sequence[dict]) 
             "retrieval": None if a.search_url else dataclasses.asdict(cfg.retrieval)}
 
 
-class StudyModels:
-    """The extractor and the current agent, each loaded when first needed (a finished study loads none). A model
-    that is both agent and extractor (the embedded default) is loaded once."""
-
-    def __init__(self, cfg: Profile, progress: bool):
-        self.cfg, self.progress = cfg, progress
-        self._extractor: Generator | None = None
-        self._agent: tuple[str, Generator] | None = None
-
-    def extractor_generator(self) -> Generator:
-        if self._extractor is None:
-            self._extractor = load_generator(self.cfg, extractor_ref(self.cfg), self.cfg.agentic.extractor_options,
-                                             self.progress)
-        return self._extractor
-
-    def agent(self, ref: str) -> Generator:
-        a = self.cfg.agentic
-        if ref == extractor_ref(self.cfg) and a.agent_options == a.extractor_options:
-            return self.extractor_generator()
-        if self._agent is None or self._agent[0] != ref:
-            self.release_agent()  # free an agent before loading the next
-            self._agent = ref, load_generator(self.cfg, ref, a.agent_options, self.progress)
-        return self._agent[1]
-
-    def release_agent(self) -> None:
-        self._agent = None
-        gc.collect()
-
-
-def trajectory_records(items: list[dict], *, models: StudyModels, agent_ref: str, condition: str, search: Search,
-                       progress: bool) -> list[dict]:
-    """The trajectory records of `items` run by one agent, without or with the extractor (one batch per turn)."""
-    cfg, extractor, length = models.cfg, None, None
-    agent = models.agent(agent_ref)
+def trajectory_records(items: list[dict], *, cfg: Profile, pool: ModelPool, agent_ref: str, condition: str,
+                       search: Search, progress: bool) -> list[dict]:
+    """The trajectory records of `items` run by one agent, without or with the extractor (one batch per turn);
+    the models are loaded from `pool` when a chunk first needs them (a finished study loads none)."""
+    extractor, length = None, None
+    agent = agent_generator(cfg, pool, agent_ref)
     if condition == "with":
-        generator = models.extractor_generator()
+        generator = extractor_generator(cfg, pool)
         extractor = EvidenceExtractor(generator, cfg.agentic.extractor_max_new_tokens, cfg.agentic.batch_size)
         length = length_function(cfg, generator)
     trajectories = run_agent(items, agent, agent.tokenizer, search, agent_settings(cfg), extractor, progress,
@@ -192,11 +178,11 @@ def run_study(cfg: Profile, out_dir: str | Path, progress: bool = True) -> pd.Da
     trajectories of the same configuration are reused, an interrupted run resumes."""
     a = agentic_config(cfg)
     items = {d: sample_items(cfg, d) for d in a.datasets}
-    models, rows = StudyModels(cfg, progress), []
-    with open_search(cfg) as search:
+    rows = []
+    with study_pool(cfg, progress) as pool, open_search(cfg) as search:
         for agent_ref in cfg.models.agents:
             for condition in CONDITIONS:
-                process = functools.partial(trajectory_records, models=models, agent_ref=agent_ref,
+                process = functools.partial(trajectory_records, cfg=cfg, pool=pool, agent_ref=agent_ref,
                                             condition=condition, search=search, progress=progress)
                 for dataset in a.datasets:
                     store = RecordFile(trajectory_path(out_dir, agent_ref, condition, dataset),
@@ -205,7 +191,8 @@ def run_study(cfg: Profile, out_dir: str | Path, progress: bool = True) -> pd.Da
                                                 progress, desc=f"{model_name(agent_ref)} {condition} {dataset}")
                     rows.append({"agent": agent_ref, "condition": condition, "dataset": dataset,
                                  **summarize(records)})
-            models.release_agent()
+            if agent_ref != extractor_ref(cfg):
+                pool.release(resolve(agent_ref, cfg.name))  # an agent's engine ends before the next one starts
     return pd.DataFrame(rows).assign(extractor=extractor_ref(cfg))
 
 

@@ -20,11 +20,9 @@ well_formatted, ar_evidence, ar_rationale (null for the vanilla variant, which w
 from __future__ import annotations
 
 import dataclasses
-import gc
 import re
 
 import pandas as pd
-import torch
 from transformers import AutoTokenizer
 
 from repro.ar_study.paths import VARIANTS, adapter_dir, predictions_path
@@ -35,7 +33,8 @@ from repro.data import layout
 from repro.data.answers import answer_in_passages
 from repro.data.splits import sample_rows
 from repro.evaluation.records import RecordFile, process_resumably
-from repro.generation import GenerationParams, make_generator
+from repro.generation import GenerationParams
+from repro.generation.pool import ModelPool
 from repro.io import fingerprint, model_fingerprint
 from repro.metrics import answer_recall, normalize_answer, text_length
 from repro.prompts import EVIDENCE_EXTRACTION_TEMPLATE, EVIDENCE_STOP, render_chat
@@ -129,7 +128,7 @@ def recall_sets(cfg: Profile) -> dict[str, dict]:
 class VariantExtractor:
     """One variant's extraction: Table 14's prompt (the one it was fine-tuned on), greedy, stopped at `</extract>`,
     the assistant turn opened with the variant's first tag when `prefill_first_tag` (D86). `load()` makes the
-    generator (student + adapter) on first use, so finished records need no model."""
+    generator (student + adapter, from the study's pool) on first use, so finished records need no model."""
 
     def __init__(self, variant: str, load, model_id: str, tokenizer, ev: ArRecallConfig):
         self.load, self.model_id, self.tokenizer = load, model_id, tokenizer
@@ -152,16 +151,11 @@ class VariantExtractor:
         return {"template": EVIDENCE_EXTRACTION_TEMPLATE, "model": self.model_id, "prefix": self.prefix,
                 "decoding": decoding}
 
-    def release(self) -> None:
-        """Free the model before the next variant loads (two vLLM engines would not share the GPUs)."""
-        self.generator = None
-        gc.collect()
-        if torch.cuda.is_available():
-            torch.cuda.empty_cache()
-
 
 def run_recall(cfg: Profile, progress: bool = True) -> pd.DataFrame:
-    """Run (or reuse, or resume) both variants on both sets; one row per (dataset, variant) records file."""
+    """Run (or reuse, or resume) both variants on both sets; one row per (dataset, variant) records file. Both
+    variants are adapters of the student in one `ModelPool` (on vLLM: one engine, two LoRA requests), loaded only
+    when a records file needs them and released when the study ends."""
     if cfg.ar_study is None:
         raise ValueError(f"profile {cfg.name} has no ar_study section")
     ev = cfg.ar_study.evaluation
@@ -169,28 +163,26 @@ def run_recall(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     tokenizer = AutoTokenizer.from_pretrained(student)
     options = {"dtype": cfg.models.dtype, **ev.options}
     sets, files = recall_sets(cfg), []
-    for variant in VARIANTS:
-        adapter = str(adapter_dir(cfg.name, variant))
-        if not (adapter_dir(cfg.name, variant) / "adapter_model.safetensors").exists():
-            raise FileNotFoundError(f"{adapter}: no {variant} adapter yet (run the ar_study_train stage)")
+    with ModelPool(ev.backend, cfg.models.dtype, progress=False, options=ev.options) as pool:
+        for variant in VARIANTS:
+            adapter = str(adapter_dir(cfg.name, variant))
+            if not (adapter_dir(cfg.name, variant) / "adapter_model.safetensors").exists():
+                raise FileNotFoundError(f"{adapter}: no {variant} adapter yet (run the ar_study_train stage)")
+            model_id = f"{model_fingerprint(student)}+lora:{model_fingerprint(adapter)}"
+            extractor = VariantExtractor(variant, lambda adapter=adapter: pool.get(student, adapter)[0], model_id,
+                                         tokenizer, ev)
+            for dataset, spec in sets.items():
+                path = predictions_path(cfg.name, dataset, variant)
+                config = {"rows": fingerprint(spec["rows"]), "extractor": extractor.config(), "options": options,
+                          "tokenizer": cfg.ar_study.student, "cap": [ev.evidence_cap, ev.cap_unit, ev.cap_rationale]}
 
-        def load(adapter=adapter):
-            return make_generator(ev.backend, student, adapter=adapter, progress=False, **options)
+                def process(chunk: list[dict], variant=variant, dataset=dataset, extractor=extractor) -> list[dict]:
+                    return [ar_record(row, output, variant, dataset, ev, tokenizer)
+                            for row, output in zip(chunk, extractor.extract(chunk), strict=True)]
 
-        model_id = f"{model_fingerprint(student)}+lora:{model_fingerprint(adapter)}"
-        extractor = VariantExtractor(variant, load, model_id, tokenizer, ev)
-        for dataset, spec in sets.items():
-            path = predictions_path(cfg.name, dataset, variant)
-            config = {"rows": fingerprint(spec["rows"]), "extractor": extractor.config(), "options": options,
-                      "tokenizer": cfg.ar_study.student, "cap": [ev.evidence_cap, ev.cap_unit, ev.cap_rationale]}
-
-            def process(chunk: list[dict], variant=variant, dataset=dataset, extractor=extractor) -> list[dict]:
-                return [ar_record(row, output, variant, dataset, ev, tokenizer)
-                        for row, output in zip(chunk, extractor.extract(chunk), strict=True)]
-
-            process_resumably(spec["rows"], RecordFile(path, config, required=AR_FIELDS), process, ev.chunk_size,
-                              progress, desc=f"{variant} on {dataset}")
-            files.append({"dataset": dataset, "role": spec["role"], "variant": variant, "questions": spec["questions"],
-                          "excluded": spec["excluded"], "evaluated": len(spec["rows"]), "path": str(path)})
-        extractor.release()
+                process_resumably(spec["rows"], RecordFile(path, config, required=AR_FIELDS), process, ev.chunk_size,
+                                  progress, desc=f"{variant} on {dataset}")
+                files.append({"dataset": dataset, "role": spec["role"], "variant": variant,
+                              "questions": spec["questions"], "excluded": spec["excluded"],
+                              "evaluated": len(spec["rows"]), "path": str(path)})
     return pd.DataFrame(files)

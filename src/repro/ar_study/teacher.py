@@ -5,11 +5,13 @@ sampled training questions, with a verdict per response; the incorrect ones are 
     kept = kept_records(records)         # the questions with a correct, usable response
 
 The teacher is any backend of repro.generation: the paper profiles reach DeepSeek-R1 on an OpenAI-compatible
-endpoint, `tiny` runs the embedded SmolLM2-135M-Instruct locally. A 135M model never writes Table 14's tags by
-itself, so a local teacher can be *scaffolded* (`teacher.scaffold`): the tags are prefilled into the assistant
-turn one part at a time and the model writes each part's content (reason, then extract, then answer). The
-`heuristic` backend is no model: a String Inclusion oracle (the passage sentence holding a golden answer) for the
-`ci` profile, whose random model writes nothing usable, so that the pipeline's mechanics run end to end.
+endpoint (or, switched, a local model on vLLM's engine or a `vllm serve` on 127.0.0.1: D140), `tiny` runs the
+embedded SmolLM2-135M-Instruct locally. Its model lives in a `ModelPool` that `synthesize` closes when it returns.
+A 135M model never writes Table 14's tags by itself, so a local teacher can be *scaffolded* (`teacher.scaffold`):
+the tags are prefilled into the assistant turn one part at a time and the model writes each part's content (reason,
+then extract, then answer). The `heuristic` backend is no model: a String Inclusion oracle (the passage sentence
+holding a golden answer) for the `ci` profile, whose random model writes nothing usable, so that the pipeline's
+mechanics run end to end.
 
 A response is kept (D77) when it has a non-empty `<reason>`, a non-empty `<extract>` and an `<answer>` that is
 correct: by default the golden answer occurs in it (answer recall of the answer, FlashRAG's `acc`), or exact match
@@ -33,7 +35,8 @@ from repro.data import layout
 from repro.data.answers import answer_in_passages, first_answer_sentence
 from repro.data.splits import sample_rows
 from repro.evaluation.records import RecordFile, process_resumably
-from repro.generation import GenerationParams, Generator, make_generator
+from repro.generation import GenerationParams, Generator
+from repro.generation.pool import ModelPool
 from repro.io import fingerprint, model_fingerprint
 from repro.metrics import answer_recall, exact_match
 from repro.prompts import (EVIDENCE_EXTRACTION_TEMPLATE, chat_messages, evidence_extraction_prompt, passages_document,
@@ -136,11 +139,19 @@ def make_record(row: dict, outputs: list[str], correct_if: str) -> dict:
             "outputs": outputs, "verdicts": verdicts, "kept_sample": kept, **parts}
 
 
-class Teacher:
-    """Responses of the configured teacher for contexts rows, `samples` per row."""
+def teacher_pool(teacher: ArTeacherConfig) -> ModelPool:
+    """Where the teacher's model lives while it answers: closing the pool ends a vLLM engine before the study's
+    LoRA runs start (D94, D140); a teacher takes no adapter, so its engine has no LoRA slots. The openai backend's
+    pool holds a client of the served model."""
+    no_lora = {"enable_lora": False} if teacher.backend == "vllm" else {}
+    return ModelPool(teacher.backend, progress=False, options={**no_lora, **teacher.options})
 
-    def __init__(self, cfg: Profile, progress: bool = True, request_cache: Path | None = None):
-        self.teacher, self.progress = cfg.ar_study.teacher, progress
+
+class Teacher:
+    """Responses of the configured teacher for contexts rows, `samples` per row; its model comes from `pool`."""
+
+    def __init__(self, cfg: Profile, pool: ModelPool, request_cache: Path | None = None):
+        self.teacher, self.pool = cfg.ar_study.teacher, pool
         self.request_cache = request_cache  # the openai backend keeps finished requests there (D106)
         self.params = teacher_params(self.teacher, cfg.seed)
         self.model = None if self.teacher.backend == "heuristic" else resolve(self.teacher.model, cfg.name)
@@ -152,10 +163,10 @@ class Teacher:
         if self.model is None:
             return [[string_inclusion_response(row)] * n for row in rows]
         if self._generator is None:
-            options = dict(self.teacher.options)
-            if self.teacher.backend == "openai" and self.request_cache is not None:
-                options.setdefault("cache_path", str(self.request_cache))
-            self._generator = make_generator(self.teacher.backend, self.model, progress=self.progress, **options)
+            cache = (self.teacher.backend == "openai" and self.request_cache is not None
+                     and "cache_path" not in self.teacher.options)
+            options = {"cache_path": str(self.request_cache)} if cache else None
+            self._generator, _ = self.pool.get(self.model, options=options)
         if self.teacher.scaffold is not None:
             tokenizer = AutoTokenizer.from_pretrained(self.model)
             return scaffolded_responses(self._generator, tokenizer, rows, self.params, self.teacher.scaffold)
@@ -173,20 +184,24 @@ class Teacher:
 
 
 def synthesize(cfg: Profile, progress: bool = True) -> list[dict]:
-    """The teacher record of every sampled training question (reused when the configuration is unchanged)."""
+    """The teacher record of every sampled training question (reused when the configuration is unchanged); the
+    teacher's model is released when it returns."""
     if cfg.ar_study is None:
         raise ValueError(f"profile {cfg.name} has no ar_study section")
     requests = teacher_requests_path(cfg.name)
-    rows, teacher = teacher_rows(cfg), Teacher(cfg, progress=False, request_cache=requests)
+    rows = teacher_rows(cfg)
     if not rows:
         raise ValueError(f"no training question for the teacher in {cfg.ar_study.teacher.dataset}")
-    store = RecordFile(teacher_path(cfg.name), teacher.config(rows), required=TEACHER_FIELDS)
     correct_if = cfg.ar_study.teacher.correct_if
+    with teacher_pool(cfg.ar_study.teacher) as pool:
+        teacher = Teacher(cfg, pool, request_cache=requests)
+        store = RecordFile(teacher_path(cfg.name), teacher.config(rows), required=TEACHER_FIELDS)
 
-    def process(chunk: list[dict]) -> list[dict]:
-        return [make_record(row, outputs, correct_if) for row, outputs in zip(chunk, teacher.respond(chunk))]
+        def process(chunk: list[dict]) -> list[dict]:
+            return [make_record(row, outputs, correct_if) for row, outputs in zip(chunk, teacher.respond(chunk))]
 
-    records = process_resumably(rows, store, process, cfg.ar_study.teacher.chunk_size, progress, desc="teacher")
+        records = process_resumably(rows, store, process, cfg.ar_study.teacher.chunk_size, progress,
+                                    desc="teacher")
     requests.unlink(missing_ok=True)  # every finished request is in the records now
     return records
 

@@ -6,7 +6,8 @@
 On the transformers backend there is one generator per (model, adapter), the adapter merged into its own copy.
 On vLLM there is one engine per base model: its adapters are LoRA requests on that engine (`VLLMGenerator.
 with_adapter`), and `options` (memory share, `max_model_len`, tensor parallel size, `enforce_eager`, ...) come from
-the profile. `release(model)` ends one model's engine before another is started; `close()` ends them all.
+the profile, for every model or (`get(..., options=)`) for one. The `openai` backend's generators are clients of a
+served model. `release(model)` ends one model's engine before another is started; `close()` ends them all.
 """
 
 from __future__ import annotations
@@ -31,23 +32,35 @@ class ModelPool:
         self.options = dict(options or {})
         self._engines: dict[str, Generator] = {}  # vLLM: one engine per base model
         self._loaded: dict[tuple[str, str | None], tuple[Generator, str]] = {}
+        self._settings: dict[str, dict] = {}  # the options each loaded model was started with
 
-    def get(self, model: str, adapter: str | None = None) -> tuple[Generator, str]:
-        """(generator, `generator_id`)."""
+    def get(self, model: str, adapter: str | None = None, options: dict | None = None) -> tuple[Generator, str]:
+        """(generator, `generator_id`). `options` add to or override the pool's for `model` (its `dtype`
+        included); a model is loaded once, so a later `get` must not ask for other options."""
+        settings = {**self.options, **(options or {})}
+        if self._settings.setdefault(model, settings) != settings:
+            raise ValueError(f"{model} is loaded with options {self._settings[model]}; a pool loads a model once, "
+                             f"so it cannot also load it with {settings}")
         key = (model, adapter)
         if key not in self._loaded:
+            kwargs = dict(settings)
+            dtype = kwargs.pop("dtype", self.dtype)
             if self.backend == "vllm":
-                generator = self._engine(model).with_adapter(adapter)
+                generator = self._engine(model, dtype, kwargs).with_adapter(adapter)
+            elif self.backend == "openai":  # a served model: no weights here, so no adapter or dtype
+                if adapter is not None:
+                    raise ValueError(f"the openai backend serves {model} as it is; it takes no adapter ({adapter})")
+                generator = make_generator(self.backend, model, progress=self.progress, **kwargs)
             else:
-                generator = make_generator(self.backend, model, adapter=adapter, dtype=self.dtype,
-                                           progress=self.progress, **self.options)
-            self._loaded[key] = (generator, generator_id(model, adapter, self.dtype))
+                generator = make_generator(self.backend, model, adapter=adapter, dtype=dtype, progress=self.progress,
+                                           **kwargs)
+            self._loaded[key] = (generator, generator_id(model, adapter, dtype))
         return self._loaded[key]
 
-    def _engine(self, model: str) -> Generator:
+    def _engine(self, model: str, dtype: str, kwargs: dict) -> Generator:
         if model not in self._engines:
-            options = {"enable_lora": True, **self.options}
-            self._engines[model] = make_generator("vllm", model, dtype=self.dtype, progress=self.progress, **options)
+            options = {"enable_lora": True, **kwargs}
+            self._engines[model] = make_generator("vllm", model, dtype=dtype, progress=self.progress, **options)
         return self._engines[model]
 
     @property
@@ -61,6 +74,7 @@ class ModelPool:
             self._loaded.pop(key)[0].close()
         if (engine := self._engines.pop(model, None)) is not None:
             engine.close()
+        self._settings.pop(model, None)
 
     def close(self) -> None:
         for model in {*self._engines, *(m for m, _ in self._loaded)}:

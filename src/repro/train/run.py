@@ -114,7 +114,7 @@ def nli_scorer(cfg: Profile, rewards_cfg: RewardsConfig) -> NLIScorer | None:
 
 def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool = True) -> GRPOConfig:
     """TRL's config for a profile: the paper's values (lr, β, ε) and ours for what it omits
-    (D38, D39)."""
+    (D38, D39); vLLM's importance-sampling correction only when the profile asks for it (D139)."""
     return GRPOConfig(
         output_dir=str(output_dir), seed=cfg.seed, data_seed=cfg.seed, report_to="none",
         learning_rate=train.learning_rate, beta=train.beta, epsilon=train.epsilon, loss_type=train.loss_type,
@@ -130,7 +130,8 @@ def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool
                            **({"attn_implementation": train.attn_implementation} if train.attn_implementation else {})},
         use_vllm=train.use_vllm, vllm_mode=train.vllm_mode, vllm_tensor_parallel_size=train.vllm_tensor_parallel_size,
         vllm_gpu_memory_utilization=train.vllm_gpu_memory_utilization,
-        vllm_max_model_length=train.vllm_max_model_length,
+        vllm_max_model_length=train.vllm_max_model_length, vllm_server_base_url=train.vllm_server_base_url,
+        vllm_importance_sampling_correction=train.vllm_importance_sampling_correction,
         logging_steps=1, save_strategy="steps", save_steps=train.save_steps, save_total_limit=train.save_total_limit,
         disable_tqdm=not progress,
     )

@@ -142,8 +142,12 @@ class EviOmniTrainer(GRPOTrainer):
             self.generation_config, self.generation_kwargs = saved
 
     def generate_texts(self, prompt_ids: list[list[int]], max_new_tokens: int, do_sample: bool) -> list[str]:
-        """One batched generation with the current policy through TRL's backend; completions as text.
-        Collective under vLLM server mode and DeepSpeed ZeRO-3: every process must call it."""
+        """One batched generation with the policy through TRL's backend; completions as text, in prompt order.
+        One completion per prompt: TRL's server mode then sends every prompt (it keeps every `num_generations`-th
+        one, for rollouts). Collective under vLLM server mode, colocated tensor parallelism and DeepSpeed ZeRO-3:
+        every process calls it with the same number of prompts, by which TRL slices the gathered completions
+        (the callers' rows·targets per process; dev shards are padded). The vLLM engine holds the weights TRL
+        synced at the step's first generation: π_θold of the rollouts, the current policy at dev selection (D138)."""
         with self._decoding(max_new_tokens, do_sample):
             completion_ids, _ = self._generate_single_turn(prompt_ids, None, {}, 1)
         return self.processing_class.batch_decode(completion_ids, skip_special_tokens=True)
