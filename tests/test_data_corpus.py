@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from repro.data.corpus import (PassageStore, chunk_words, make_contents, page_passages, split_contents,
-                               write_corpus)
+from repro.data.corpus import (PassageStore, chunk_words, first_passages, make_contents, page_passages,
+                               split_contents, write_corpus)
 from repro.data.splits import split_of
 from repro.io import InputError
 
@@ -68,3 +68,30 @@ def test_hashed_splits_are_stable_and_follow_the_fractions():
     assert split_of("q1", fractions, salt="other") in fractions
     with pytest.raises(ValueError, match="sum to 1"):
         split_of("q1", {"train": 0.5, "test": 0.4})
+
+
+def test_first_passages_reads_only_the_slice(tmp_path):
+    path = tmp_path / "wiki-18.jsonl"
+    rows = [{"id": str(i), "contents": f'"Page {i // 2}"\npassage {i}'} for i in range(4)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "\n{not json: the slice never reads this line\n")
+    assert list(first_passages(path, 3)) == rows[:3]
+    assert list(first_passages(path, 4)) == rows
+    with pytest.raises(InputError, match=r"wiki-18.jsonl:6: invalid JSON"):  # blank line 5 skipped, line 6 read
+        list(first_passages(path, 5))
+
+
+def test_first_passages_of_a_short_file_name_the_key(tmp_path):
+    path = tmp_path / "passages.jsonl"
+    path.write_text(json.dumps({"id": "0", "contents": '"T"\nx'}) + "\n")
+    with pytest.raises(InputError, match=r"holds 1 passages, fewer than the 2 asked for \(data\.corpus\.max_passages\)"):
+        list(first_passages(path, 2))
+
+
+def test_max_passages_needs_a_passages_file():
+    from repro.config import ConfigError, CorpusConfig
+
+    assert CorpusConfig("data/external/wiki-18.jsonl", "passages", max_passages=100_000).max_passages == 100_000
+    with pytest.raises(ConfigError, match=r"data\.corpus\.max_passages: 5 needs format 'passages'"):
+        CorpusConfig("embedded:ovos-wiki", "ovos-summaries", max_passages=5)
+    with pytest.raises(ConfigError, match=r"data\.corpus\.max_passages: 0 needs"):
+        CorpusConfig("data/external/wiki-18.jsonl", "passages", max_passages=0)

@@ -155,8 +155,9 @@ def test_a_memory_share_too_small_for_the_weights_names_the_key(tmp_path, monkey
     with open(weights, "wb") as f:  # sparse: 15.2 GB of bf16 weights, no disk used
         f.truncate(15_230_000_000)
     errors = preflight.gpu_errors(cfg, [Gpu("A100-SXM4-40GB", 40 * 10**9)] * 8)
-    assert errors == ["params.yaml: profiles.paper-7b.train.vllm.gpu_memory_utilization: 0.3 of 40 GB holds 12.0 GB "
-                      "< 15.2 GB of weights per GPU of Qwen/Qwen2.5-7B-Instruct"]
+    assert errors == [f"params.yaml: profiles.paper-7b.{key}.gpu_memory_utilization: 0.3 of 40 GB holds 12.0 GB "
+                      "< 15.2 GB of weights per GPU of Qwen/Qwen2.5-7B-Instruct"
+                      for key in ("train.vllm", "evaluation.options", "latency.options")]
     assert preflight.gpu_errors(cfg, [A100] * 8) == []
 
 

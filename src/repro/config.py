@@ -110,6 +110,11 @@ class CorpusConfig:
     format: typing.Literal["ovos-summaries", "passages"]  # pages to chunk, or ready {"id","contents"} passages
     chunk_words: int = 100  # passage length in words when chunking pages
     max_pages: int | None = None  # keep the first N pages plus every evidence page of an embedded question (ci)
+    max_passages: int | None = None  # the first N passages of a passages file, in file order (gpu-smoke; D135)
+
+    def __post_init__(self):
+        if self.max_passages is not None and (self.max_passages < 1 or self.format != "passages"):
+            raise ConfigError(f"data.corpus.max_passages: {self.max_passages} needs format 'passages' and a value >= 1")
 
 
 @dataclasses.dataclass(frozen=True)

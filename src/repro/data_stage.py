@@ -19,7 +19,8 @@ import pandas as pd
 from repro.assets import resolve
 from repro.config import ConfigError, DatasetConfig, Profile
 from repro.data import fanoutqa, generated, layout
-from repro.data.corpus import PassageStore, file_fingerprint, ovos_pages, page_passages, split_contents, write_corpus
+from repro.data.corpus import (PassageStore, file_fingerprint, first_passages, ovos_pages, page_passages,
+                               split_contents, write_corpus)
 from repro.data.loaders import distractor_passages, flashrag_path, read_flashrag, read_musique, read_wiki_multihop
 from repro.data.noise import add_noise
 from repro.data.qa import read_contexts, write_qa
@@ -38,16 +39,22 @@ def _require_sections(cfg: Profile) -> None:
 
 
 def corpus_path(cfg: Profile) -> Path:
+    """The passages file every later step reads: the source itself, or the profile's own copy (chunked pages, or
+    the first `max_passages` passages of the source)."""
     c = cfg.data.corpus
-    return Path(resolve(c.source, cfg.name)) if c.format == "passages" else layout.corpus_dir(cfg.name) / PASSAGES_FILE
+    if c.format == "passages" and c.max_passages is None:
+        return Path(resolve(c.source, cfg.name))
+    return layout.corpus_dir(cfg.name) / PASSAGES_FILE
 
 
 def build_corpus(cfg: Profile) -> dict:
-    """Chunk the pages into passages (embedded corpus) or take the passages file as it is; write the
-    corpus manifest and return it."""
+    """Chunk the pages into passages (embedded corpus), cut the first `max_passages` passages of a passages file
+    (D135), or take the passages file as it is; write the corpus manifest and return it."""
     _require_sections(cfg)
     c = cfg.data.corpus
     pages = None
+    if c.max_passages is not None:
+        write_corpus(corpus_path(cfg), first_passages(resolve(c.source, cfg.name), c.max_passages))
     if c.format == "ovos-summaries":
         pages = ovos_pages(resolve(c.source, cfg.name))
         if c.max_pages is not None:
@@ -59,7 +66,8 @@ def build_corpus(cfg: Profile) -> dict:
     path = corpus_path(cfg)
     store = PassageStore(path)
     manifest = {"path": str(path), "fingerprint": file_fingerprint(path), "passages": len(store),
-                "pages": len(pages) if pages is not None else None, "chunk_words": c.chunk_words}
+                "pages": len(pages) if pages is not None else None, "chunk_words": c.chunk_words,
+                "source": c.source, "max_passages": c.max_passages}
     store.close()
     write_json(layout.corpus_dir(cfg.name) / CORPUS_MANIFEST, manifest)
     return manifest

@@ -2,11 +2,12 @@
 
     python -m repro.remote fetch --profile paper-1p5b [--dry-run] [--from DIR]
 
-`plan(cfg)` lists what the profile names: every hub model it refers to (`models`, `retrieval`, `baselines`,
+`needs(cfg)` lists what the profile names: every hub model it refers to (`models`, `retrieval`, `baselines`,
 `agentic`, `ar_study`, `seer`), the FlashRAG split files of its datasets, the wiki-18 corpus when
-`data.corpus.source` is `data/external/wiki-18.jsonl`, and Search-R1's e5 Flat index when `fetch.prebuilt_index`
-names a retriever. Each comes from a row of `REMOTE` (or the generic model row) at the commit
-`fetch.revisions` pins for its repo. `fetch` prints the sizes first, then downloads what is missing, checks each
+`data.corpus.source` is `data/external/wiki-18.jsonl` (whole, also for a `max_passages` slice), and Search-R1's e5
+Flat index when `fetch.prebuilt_index` names a retriever; `plan(cfg)` pins each at the commit `fetch.revisions`
+gives its repo (the command lists every unpinned one at once). Each comes from a row of `REMOTE` (or the generic
+model row). `fetch` prints the sizes first, then downloads what is missing, checks each
 file's sha256 against the hub's LFS digest or a digest in `REMOTE`, re-downloads a file whose bytes no longer
 match the manifest, runs the row's builder (gunzip, .bin -> safetensors, part_aa + part_ab), and writes
 `data/external/manifest.json`: per asset the repo, revision, and each file's size and sha256.
@@ -154,24 +155,38 @@ def hub_models(cfg: Profile) -> list[str]:
     return sorted(refs - datasets)
 
 
-def plan(cfg: Profile) -> list[Item]:
-    """Everything the profile names that comes from the hub, each at its pinned revision."""
-    items = [Item(REMOTE.get(repo, Remote(repo)), revision_of(cfg, repo), REMOTE.get(repo, Remote(repo)).files)
-             for repo in hub_models(cfg)]
+def needs(cfg: Profile) -> list[tuple[Remote, tuple[str, ...]]]:
+    """Everything the profile names that comes from the hub: (row, files wanted), revisions not yet resolved. A
+    `data.corpus.max_passages` slice of wiki-18 needs the whole corpus file (the data stage cuts it; D135)."""
+    wanted = [(REMOTE.get(repo, Remote(repo)), REMOTE.get(repo, Remote(repo)).files) for repo in hub_models(cfg)]
     if cfg.data:
         by_repo: dict[str, set[str]] = {}
         for d in cfg.data.datasets:
             if d.format == "flashrag" and is_hub_id(d.source):
                 by_repo.setdefault(d.source, set()).update(f"{d.name}/{s}.jsonl" for s in set(d.splits.values()))
         for repo, files in sorted(by_repo.items()):
-            items.append(Item(REMOTE.get(repo, Remote(repo, "dataset")), revision_of(cfg, repo), tuple(sorted(files))))
+            wanted.append((REMOTE.get(repo, Remote(repo, "dataset")), tuple(sorted(files))))
         if Path(cfg.data.corpus.source) == WIKI18:
-            repo = "PeterJinGo/wiki-18-corpus"
-            items.append(Item(REMOTE[repo], revision_of(cfg, repo), REMOTE[repo].files))
+            wanted.append((REMOTE["PeterJinGo/wiki-18-corpus"], REMOTE["PeterJinGo/wiki-18-corpus"].files))
     if cfg.fetch and cfg.fetch.prebuilt_index:
-        repo = "PeterJinGo/wiki-18-e5-index"
-        items.append(Item(REMOTE[repo], revision_of(cfg, repo), REMOTE[repo].files))
-    return items
+        wanted.append((REMOTE["PeterJinGo/wiki-18-e5-index"], REMOTE["PeterJinGo/wiki-18-e5-index"].files))
+    return wanted
+
+
+def unpinned(cfg: Profile) -> list[str]:
+    """One line per repo the profile needs whose `fetch.revisions` entry is missing or not a commit hash."""
+    errors = []
+    for row, _ in needs(cfg):
+        try:
+            revision_of(cfg, row.repo)
+        except AssetError as err:
+            errors.append(str(err))
+    return errors
+
+
+def plan(cfg: Profile) -> list[Item]:
+    """Everything the profile names that comes from the hub, each at its pinned revision."""
+    return [Item(row, revision_of(cfg, row.repo), files) for row, files in needs(cfg)]
 
 
 def _select(listing: dict[str, RemoteFile], patterns: tuple[str, ...], item: Item) -> list[RemoteFile]:
@@ -351,9 +366,10 @@ def import_prebuilt_index(cfg: Profile, log: Callable[[str], None] = print) -> P
     if rcfg is None or rcfg.method != "dense" or rcfg.query_encoder != "intfloat/e5-base-v2" or rcfg.index != "Flat":
         raise AssetError(f"{key}: '{name}' must be a dense retriever with query_encoder intfloat/e5-base-v2 and "
                          f"index Flat (Search-R1's e5 Flat index)")
-    if Path(cfg.data.corpus.source) != WIKI18:
-        raise AssetError(f"{key}: the prebuilt index covers {WIKI18}, but data.corpus.source is "
-                         f"{cfg.data.corpus.source}")
+    if Path(cfg.data.corpus.source) != WIKI18 or cfg.data.corpus.max_passages is not None:
+        raise AssetError(f"{key}: the prebuilt index covers all of {WIKI18}, but the corpus is "
+                         f"{cfg.data.corpus.source} (max_passages: {cfg.data.corpus.max_passages}); set "
+                         f"prebuilt_index to null to encode the corpus instead")
     fetched = read_manifest()
     if not WIKI18.exists() or "PeterJinGo/wiki-18-e5-index" not in fetched:
         raise AssetError(f"{key}: fetch {WIKI18} and the e5 index first (`python -m repro.remote fetch "
@@ -399,9 +415,14 @@ def main(argv: list[str] | None = None) -> None:
         return
     try:
         cfg = load_profile(args.profile)
-        if not plan(cfg):
+        if not needs(cfg):
             print(f"profile {cfg.name} names no external asset (embedded ones: `python -m repro.assets materialize`)")
             return
+        if errors := unpinned(cfg):  # every key to set at once, not one per run
+            if args.dry_run:  # what is needed, before the pins give its sizes
+                for row, files in needs(cfg):
+                    print(f"{row.repo_type}:{row.repo}  {' '.join(files)}")
+            raise SystemExit("\n".join(f"error: {e}" for e in errors))
         fetch(cfg, LocalHub(args.source) if args.source else HfHub(cfg.name), args.dry_run)
         if not args.dry_run:
             import_prebuilt_index(cfg)

@@ -2,7 +2,7 @@
 
 The data stage:
 
-    corpus/passages.jsonl, corpus/corpus.json       the passages (embedded) and the corpus manifest
+    corpus/passages.jsonl, corpus/corpus.json       the passages (embedded, or a slice) and the corpus manifest
     qa/<dataset>/<split>.jsonl                      FlashRAG-format questions
     index/<retriever>/                              FAISS or BM25 index + manifest.json
     retrieval/<retriever>/<dataset>/<split>.jsonl   top-k passages per question (+ .manifest.json)

@@ -1,0 +1,146 @@
+"""The gpu-smoke profile: paper-1p5b's code path at a size one GPU runs in about half an hour (D135, D136). What can
+be checked without a GPU: it parses for DVC, it runs the paper profile's engines, launcher, data and retrievers, its
+fetch plan is a subset of paper-1p5b's, and its wiki-18 slice is cut from a file laid out like the real one."""
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from repro import remote
+from repro.config import load_profile, read_params
+from repro.io import InputError
+from repro.preflight import Gpu, gpu_errors
+
+ROOT = Path(__file__).resolve().parents[1]
+REV = "0123456789abcdef0123456789abcdef01234567"
+WIKI18 = [{"id": str(i), "contents": f'"{title}"\n{title} passage {i}'}
+          for i, title in enumerate(["Aaron"] * 3 + ["Aaron Burr"] * 2)]  # Search-R1's wiki-18.jsonl lines
+
+
+def smoke_params(**corpus) -> dict:
+    """params.yaml with gpu-smoke selected, every revision pinned to REV and `corpus` keys changed."""
+    params = read_params(ROOT / "params.yaml")
+    smoke = params["profiles"]["gpu-smoke"]
+    smoke["fetch"] = {**smoke["fetch"], "revisions": {repo: REV for repo in smoke["fetch"]["revisions"]}}
+    smoke["data"] = {**smoke["data"], "corpus": {**smoke["data"]["corpus"], **corpus}}
+    return {**params, "profile": "gpu-smoke"}
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    """A project directory with gpu-smoke's params (pins set) and the repository's configs."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copytree(ROOT / "configs", "configs")
+    Path("params.yaml").write_text(yaml.safe_dump(smoke_params(), sort_keys=False))
+    return tmp_path
+
+
+def test_dvc_stage_list_parses_with_the_smoke_profile(tmp_path):
+    (tmp_path / "params.yaml").write_text(
+        (ROOT / "params.yaml").read_text().replace("\nprofile: tiny\n", "\nprofile: gpu-smoke\n", 1))
+    shutil.copy(ROOT / "dvc.yaml", tmp_path / "dvc.yaml")
+    dvc = [sys.executable, "-m", "dvc"]
+    subprocess.run([*dvc, "init", "--no-scm", "-q"], cwd=tmp_path, check=True)
+    listed = subprocess.run([*dvc, "stage", "list"], cwd=tmp_path, capture_output=True, text=True)
+    assert listed.returncode == 0, listed.stderr
+    stages = {line.split()[0] for line in listed.stdout.splitlines() if line.strip()}
+    assert {"data", "train_eviomni", "main_comparison", "ablation_answer_rewards", "agentic_search_r1",
+            "ar_study"} <= stages
+    assert "data/gpu-smoke/corpus" in listed.stdout  # ${profile} resolved
+
+
+def test_the_smoke_runs_paper_1p5bs_code_path_on_one_gpu():
+    smoke, paper = load_profile("gpu-smoke"), load_profile("paper-1p5b")
+    assert smoke.models.extractor == smoke.models.generator == paper.models.extractor
+    assert smoke.models.released_extractor == paper.models.released_extractor
+    assert smoke.retrieval == paper.retrieval and smoke.rewards == paper.rewards and smoke.baselines == paper.baselines
+    assert [(d.name, d.format, d.source, d.splits) for d in smoke.data.datasets] == \
+        [(d.name, d.format, d.source, d.splits) for d in paper.data.datasets]
+    assert smoke.data.corpus.source == paper.data.corpus.source and smoke.data.corpus.max_passages == 100_000
+    for section in ("evaluation", "latency", "agentic"):
+        assert getattr(smoke, section).backend == getattr(paper, section).backend == "vllm"
+    assert smoke.ar_study.evaluation.backend == "vllm" and smoke.ar_study.teacher.backend == "vllm"
+    assert smoke.evaluation.methods == paper.evaluation.methods  # every Table 2 column
+    train = {k: v for k, v in vars(smoke.train).items() if k not in ("max_steps", "save_steps", "dev_max_questions",
+                                                                      "accelerate_config")}
+    assert train == {k: getattr(paper.train, k) for k in train}  # per-GPU batch, lengths, vLLM: paper-1p5b's
+    launcher = yaml.safe_load(Path(ROOT, smoke.train.accelerate_config).read_text())
+    paper_launcher = yaml.safe_load(Path(ROOT, paper.train.accelerate_config).read_text())
+    assert launcher == {**paper_launcher, "num_processes": 1}  # the same DeepSpeed ZeRO-2 file, one process
+    a100 = Gpu("A100-SXM4-80GB", 80 * 10**9)
+    assert gpu_errors(smoke, [a100]) == []
+    assert gpu_errors(smoke, [])[0].startswith("params.yaml: profiles.gpu-smoke.train.accelerate_config: this "
+                                               "profile runs on GPUs")
+
+
+def hub_like(root: Path, cfg) -> None:
+    """A local directory laid out like the hub with a small file for every name the profile's plan wants."""
+    for item in remote.plan(cfg):
+        base = root / ("datasets" if item.remote.repo_type == "dataset" else "") / item.remote.repo / "resolve" / REV
+        names = [f for f in item.files if "*" not in f] or ["config.json", "model.safetensors"]
+        for name in names:
+            (base / name).parent.mkdir(parents=True, exist_ok=True)
+            (base / name).write_bytes(b"x" * 1000)
+
+
+def test_the_fetch_dry_run_lists_what_the_smoke_needs(project, capsys):
+    cfg = load_profile("gpu-smoke")
+    hub_like(project / "hub", cfg)
+    remote.main(["fetch", "--profile", "gpu-smoke", "--from", str(project / "hub"), "--dry-run"])
+    out = capsys.readouterr().out
+    listed = {line.split("@")[0] for line in out.splitlines() if "@" in line}
+    assert listed == {row.repo for row, _ in remote.needs(cfg)}
+    assert {"Qwen/Qwen2.5-1.5B-Instruct", "HIT-TMG/EviOmni-nq_train-1.5B", "facebook/dpr-ctx_encoder-single-nq-base",
+            "intfloat/e5-base-v2", "RUC-NLPIR/FlashRAG_datasets", "PeterJinGo/wiki-18-corpus"} <= listed
+    assert not listed & {"PeterJinGo/wiki-18-e5-index", "HIT-TMG/EviOmni-nq_train-7B",
+                         "PeterJinGo/SearchR1-nq_hotpotqa_train-qwen2.5-32b-em-grpo-v0.3"}
+    assert "total " in out and not Path("data/external").exists()  # sizes only, nothing downloaded
+    paper = {row.repo: set(files) for row, files in remote.needs(load_profile("paper-1p5b", ROOT / "params.yaml"))}
+    assert all(set(files) <= paper[row.repo] for row, files in remote.needs(cfg))  # fetched once for both runs
+
+
+def test_unpinned_revisions_are_listed_all_at_once_with_what_is_needed(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    with pytest.raises(SystemExit) as stop:
+        remote.main(["fetch", "--profile", "gpu-smoke", "--dry-run"])
+    errors = str(stop.value).splitlines()
+    assert len(errors) == len(remote.unpinned(load_profile("gpu-smoke"))) > 1
+    assert all(e.startswith("error: params.yaml: profiles.gpu-smoke.fetch.revisions.") for e in errors)
+    out = capsys.readouterr().out
+    assert "dataset:PeterJinGo/wiki-18-corpus  wiki-18.jsonl.gz" in out and "nq/train.jsonl" in out
+
+
+def test_the_data_stage_cuts_the_first_passages_of_the_fetched_corpus(project):
+    from repro.data_stage import build_corpus, open_corpus
+
+    source = project / "hub" / "wiki-18.jsonl.gz"
+    source.parent.mkdir()
+    source.write_bytes(gzip.compress("".join(json.dumps(p) + "\n" for p in WIKI18).encode()))
+    remote.gunzip_corpus(source.parent, [source.name])  # the fetch builder: data/external/wiki-18.jsonl
+    Path("params.yaml").write_text(yaml.safe_dump(smoke_params(max_passages=3), sort_keys=False))
+    cfg = load_profile("gpu-smoke")
+    manifest = build_corpus(cfg)
+    assert manifest["passages"] == 3 and manifest["max_passages"] == 3
+    assert manifest["path"] == "data/gpu-smoke/corpus/passages.jsonl" and manifest["source"] == str(remote.WIKI18)
+    store, fingerprint = open_corpus(cfg)
+    assert list(store) == WIKI18[:3] and store.path == Path(manifest["path"])
+    assert fingerprint == manifest["fingerprint"] != remote.sha256_file(remote.WIKI18)  # indexes key on the slice
+    store.close()
+    assert [json.loads(line) for line in remote.WIKI18.read_text().splitlines()] == WIKI18  # the source is kept
+    Path("params.yaml").write_text(yaml.safe_dump(smoke_params(max_passages=6), sort_keys=False))
+    with pytest.raises(InputError, match=r"holds 5 passages, fewer than the 6 asked for"):
+        build_corpus(load_profile("gpu-smoke"))
+
+
+def test_the_prebuilt_e5_index_is_refused_for_a_slice(project):
+    Path("params.yaml").write_text(yaml.safe_dump(smoke_params(), sort_keys=False).replace(
+        "prebuilt_index: null", "prebuilt_index: e5"))
+    with pytest.raises(remote.AssetError, match=r"fetch\.prebuilt_index: the prebuilt index covers all of "
+                                                r"data/external/wiki-18.jsonl, .*max_passages: 100000"):
+        remote.import_prebuilt_index(load_profile("gpu-smoke"))
