@@ -2,9 +2,13 @@
 
 A broken notebook, a stage whose outputs are not declared, or a stage that is not idempotent fails here: a second
 `dvc repro` must run nothing, and a forced rerun of the Table 2 stage (which reuses its persisted per-item
-records) must write byte-identical tables.
+records) must write byte-identical tables. The finished run is then shared the DVC way (D133): pushed to a
+local-directory remote, cloned and pulled, it has nothing left to run. In the clone, whose GRPO run is then deleted,
+the evaluation stages rerun on the released-checkpoint switch (D132) with a local directory standing in for the
+authors' checkpoint, without training; `dvc metrics diff` and `dvc plots diff` compare the two runs (D134).
 """
 
+import json
 import os
 import re
 import shutil
@@ -25,25 +29,53 @@ def _files_of_the_repository() -> list[str]:
     return [f for f in listed.split("\0") if f and (ROOT / f).exists()]
 
 
+GIT = ["git", "-c", "user.name=test", "-c", "user.email=test@localhost"]
+EVALUATION_STAGES = ["main_comparison", "latency", "distractor_setting", "noise_robustness", "case_inspection"]
+
+
 def _run(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True)
 
 
+def _ok(cmd: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    result = _run(cmd, cwd)
+    assert result.returncode == 0, f"{' '.join(cmd)} failed:\n{result.stdout[-4000:]}\n{result.stderr[-4000:]}"
+    return result
+
+
 @pytest.fixture(scope="module")
-def ci_checkout(tmp_path_factory) -> Path:
+def released_stand_in(tmp_path_factory) -> Path:
+    """A local directory standing in for the authors' EviOmni checkpoint: a random Llama seeded differently from
+    ci's models.extractor."""
+    from repro.assets import build_tiny_random_llama
+
+    path = tmp_path_factory.mktemp("EviOmni-nq_train-stand-in")
+    build_tiny_random_llama(path, seed=1)
+    return path
+
+
+@pytest.fixture(scope="module")
+def ci_checkout(tmp_path_factory, released_stand_in) -> Path:
     repo = tmp_path_factory.mktemp("repo")
     for name in _files_of_the_repository():
         (repo / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / name, repo / name)
     params = repo / "params.yaml"
-    params.write_text(re.sub(r"^profile: .*$", "profile: ci", params.read_text(), count=1, flags=re.M))
+    text = re.sub(r"^profile: .*$", "profile: ci", params.read_text(), count=1, flags=re.M)
+    ci = text.index("\n  ci:\n")  # ci's released checkpoint: the stand-in (trained runs do not evaluate it)
+    text = text[:ci] + text[ci:].replace("released_extractor: null", f"released_extractor: {released_stand_in}", 1)
+    params.write_text(text)
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     return repo
 
 
+def _stages_run(result: subprocess.CompletedProcess) -> set[str]:
+    return set(re.findall(r"Running stage '([^']+)'", result.stdout))
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(1200)  # about 4 minutes on 2 CPU cores; the suite's default limit is 300 s (D108)
+@pytest.mark.timeout(1800)  # about 6 minutes on 2 idle CPU cores; the suite's default limit is 300 s (D108)
 def test_dvc_pipeline_runs_end_to_end_on_the_ci_profile(ci_checkout):
     started = time.monotonic()
     result = _run(["dvc", "repro"], ci_checkout)
@@ -60,6 +92,8 @@ def test_dvc_pipeline_runs_end_to_end_on_the_ci_profile(ci_checkout):
 
     status = _run(["dvc", "status"], ci_checkout)
     assert status.returncode == 0 and "up to date" in status.stdout, status.stdout
+    weights = ci_checkout / "data" / "ci" / "train" / "eviomni" / "extractor" / "model.safetensors"
+    assert weights.stat().st_nlink > 1, "outputs are hardlinks into .dvc/cache, not copies (D133)"
 
     again = _run(["dvc", "repro"], ci_checkout)
     assert again.returncode == 0 and "Running stage" not in again.stdout, f"a second dvc repro ran:\n{again.stdout}"
@@ -73,3 +107,66 @@ def test_dvc_pipeline_runs_end_to_end_on_the_ci_profile(ci_checkout):
     print(f"forced main_comparison: {time.monotonic() - started:.0f} s")
     after = {p.name: p.read_bytes() for p in sorted(tables.iterdir()) if p.suffix in (".csv", ".md")}
     assert "table2.csv" in before and after == before, sorted(n for n in before if after.get(n) != before[n])
+
+    started = time.monotonic()
+    clone = _shared_through_a_remote(ci_checkout, ci_checkout.parent / "dvc-remote")
+    print(f"push, clone, pull: {time.monotonic() - started:.0f} s")
+    started = time.monotonic()
+    _released_checkpoint_without_training(clone)
+    print(f"released-checkpoint stages: {time.monotonic() - started:.0f} s")
+
+
+def _shared_through_a_remote(checkout: Path, remote: Path) -> Path:
+    """Push the finished run to a local-directory remote, clone the repository, pull: the clone is up to date."""
+    _ok(["dvc", "remote", "add", "--default", "shared", str(remote)], checkout)
+    _ok(["dvc", "push"], checkout)
+    _ok(GIT + ["add", "--all"], checkout)
+    _ok(GIT + ["commit", "-q", "-m", "the ci run"], checkout)
+    clone = checkout.parent / "clone"
+    _ok(GIT + ["clone", "-q", str(checkout), str(clone)], checkout.parent)
+    assert not (clone / "data" / "ci").exists()
+    _ok(["dvc", "pull"], clone)
+    status = _ok(["dvc", "status"], clone)
+    assert "up to date" in status.stdout, status.stdout
+    again = _ok(["dvc", "repro"], clone)
+    assert not _stages_run(again), f"a pulled stage reran:\n{again.stdout}"
+    metrics = json.loads(_ok(["dvc", "metrics", "show", "--json"], clone).stdout)
+    (files,) = [rev["data"] for rev in metrics.values()]
+    assert "metrics/main_comparison.json" in files and "metrics/noise_robustness.json" in files
+    assert "EviOmni" in files["metrics/main_comparison.json"]["data"]["FanOutQA"]
+    return clone
+
+
+def _released_checkpoint_without_training(clone: Path) -> None:
+    """`eviomni: released_extractor` on a machine without a GRPO run: the evaluation stages run, training does not."""
+    shutil.rmtree(clone / "data" / "ci" / "train")  # the GRPO run, its format warm-up and the Table 3 runs
+    params = clone / "params.yaml"
+    params.write_text(re.sub(r"^eviomni: .*$", "eviomni: released_extractor", params.read_text(), count=1,
+                             flags=re.M))
+    result = _ok(["dvc", "repro", *EVALUATION_STAGES], clone)
+    assert _stages_run(result) == set(EVALUATION_STAGES), result.stdout
+    status = _ok(["dvc", "status", "train_eviomni"], clone)
+    assert "deleted" in status.stdout and not (clone / "data" / "ci" / "train").exists()  # still not trained
+
+    table2 = (clone / "results" / "ci" / "main_comparison" / "table2.csv").read_text().splitlines()[0].split(",")
+    assert "EviOmni (released)" in table2 and "EviOmni" not in table2, table2
+    released = json.loads((clone / "data" / "ci" / "released_extractor" / "extractor.json").read_text())
+    for study, dataset in [("main_comparison", "fanoutqa"), ("distractor_setting", "fanoutqa-distractor"),
+                           ("noise_robustness", "fanoutqa/k2")]:
+        manifest = clone / "data" / "ci" / "predictions" / study / dataset / "eviomni_released.manifest.json"
+        refiner = json.loads(manifest.read_text())["config"]["refiner"]  # Table 14 on the stand-in's weights
+        assert refiner["refiner"] == "rational_extractor" and refiner["model"].startswith(released["fingerprint"])
+    latency = (clone / "results" / "ci" / "latency" / "latency.csv").read_text()
+    assert "EviOmni (released)" in latency
+
+    # the two runs compared: the committed one (trained extractor) and the workspace (released checkpoint)
+    table2_diff = json.loads(_ok(["dvc", "metrics", "diff", "--json"], clone).stdout)["metrics/main_comparison.json"]
+    assert table2_diff["FanOutQA.EviOmni.EM"]["new"] is None
+    assert table2_diff["FanOutQA.EviOmni (released).EM"]["old"] is None
+    runs = json.loads(_ok(["dvc", "exp", "show", "--json"], clone).stdout)
+    columns = [run["data"]["metrics"]["metrics/main_comparison.json"]["data"]["FanOutQA"] for run in runs]
+    assert [sorted(c for c in run if "EviOmni" in c) for run in columns] == [["EviOmni (released)"], ["EviOmni"]]
+    plots = json.loads(_ok(["dvc", "plots", "diff", "HEAD", "--json"], clone).stdout)["data"]
+    assert set(plots) == {"figure4_training_dynamics", "figure5_noise_robustness", "figure7_length_rewards"}
+    (figure5,) = plots["figure5_noise_robustness"]
+    assert set(figure5["revisions"]) == {"HEAD", "workspace"}

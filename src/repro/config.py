@@ -698,6 +698,15 @@ class FetchConfig:
     prebuilt_index: str | None = None  # retriever whose index is Search-R1's e5 Flat index (part_aa + part_ab)
 
 
+# The top-level `eviomni` key of params.yaml: which EviOmni extractor the evaluation stages read, named by the
+# directory under data/<profile>/ that dvc.yaml makes them depend on (D132).
+TRAINED_EVIOMNI = "train/eviomni"  # the dev-selected checkpoint of the profile's GRPO run (stage train_eviomni)
+RELEASED_EVIOMNI = "released_extractor"  # models.released_extractor, no training (stage released_extractor)
+EVIOMNI_SOURCES = (TRAINED_EVIOMNI, RELEASED_EVIOMNI)
+# The studies whose method lists `eviomni: released_extractor` rewrites: Tables 2, 4, 9-10 and Figure 5.
+EVIOMNI_STUDIES = ("evaluation", "latency", "distractor", "noise_robustness")
+
+
 @dataclasses.dataclass(frozen=True)
 class Profile:
     name: str
@@ -721,6 +730,23 @@ class Profile:
     agentic: AgenticConfig | None = None  # Tables 5-6 (repro.agentic)
     ar_study: ArStudyConfig | None = None  # Table 1, Figure 2 (repro.ar_study)
     fetch: FetchConfig | None = None  # hub assets at pinned revisions (repro.remote; paper profiles)
+    eviomni: str = TRAINED_EVIOMNI  # params.yaml's top-level `eviomni` (set by load_profile, not per profile)
+
+
+def with_released_eviomni(cfg: Profile, where: str) -> Profile:
+    """`cfg` under `eviomni: released_extractor`: the studies evaluate models.released_extractor in place of the
+    trained extractor, i.e. method `eviomni` becomes `eviomni_released` in every list of EVIOMNI_STUDIES (once, where
+    the list names both). Nothing then reads the GRPO run (D132)."""
+    if cfg.models.released_extractor is None:
+        raise ConfigError(f"{where}.models.released_extractor: null, but params.yaml's top-level `eviomni` is "
+                          f"'{RELEASED_EVIOMNI}'; name the released checkpoint or set `eviomni: {TRAINED_EVIOMNI}`")
+    sections = {}
+    for section in EVIOMNI_STUDIES:
+        settings = getattr(cfg, section)
+        if settings is not None:
+            methods = ["eviomni_released" if m == "eviomni" else m for m in settings.methods]
+            sections[section] = dataclasses.replace(settings, methods=list(dict.fromkeys(methods)))
+    return dataclasses.replace(cfg, eviomni=RELEASED_EVIOMNI, **sections)
 
 
 def _is_optional(tp: Any) -> bool:
@@ -837,4 +863,10 @@ def load_profile(name: str | None = None, params_path: str | Path = PARAMS_FILE)
     profiles = params["profiles"]
     if name not in profiles:
         raise ConfigError(f"{params_path}: unknown profile '{name}'; defined: {sorted(profiles)}")
-    return _build(Profile, {"name": name, **profiles[name]}, f"{params_path}: profiles.{name}")
+    where = f"{params_path}: profiles.{name}"
+    if isinstance(profiles[name], dict) and "eviomni" in profiles[name]:
+        raise ConfigError(f"{where}.eviomni: the EviOmni switch is the top-level `eviomni` key, not a profile key")
+    eviomni = _check_value(params.get("eviomni", TRAINED_EVIOMNI), typing.Literal[EVIOMNI_SOURCES],
+                           f"{params_path}: eviomni")
+    cfg = _build(Profile, {"name": name, **profiles[name]}, where)
+    return with_released_eviomni(cfg, where) if eviomni == RELEASED_EVIOMNI else cfg

@@ -603,7 +603,7 @@ def ar_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
 
 
 LIGHT_STAGES = ("assets", "length_rewards", "significance_reported", "retrieval_quality", "format_warmup",
-                "training_dynamics", "case_inspection")
+                "training_dynamics", "case_inspection", "released_extractor")
 
 
 def light_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:

@@ -3,7 +3,8 @@
 Every artefact of the pipeline is written through these helpers: the content goes to a temporary file in
 the destination directory and is renamed into place, so an interrupted stage never leaves a truncated file
 that a later stage (or DVC) would take for a finished one. `fingerprint` (a configuration) and
-`model_fingerprint` (a model directory's files) key every resumable run and cached result.
+`model_fingerprint` (a model directory's files) key every resumable run and cached result. A file appended to
+in place is `detach`ed first, so that a write never reaches DVC's cache through a link.
 """
 
 from __future__ import annotations
@@ -79,6 +80,17 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
         os.rename(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def detach(path: str | os.PathLike) -> None:
+    """Give `path` its own copy of its data if it shares them with another name: a hardlink or a symlink, which is
+    how DVC links an output to its cache (D133). Call it before writing a file in place (append, truncate): a write
+    through a link would change the cache object behind every checkout of it. Renames (`atomic_path`) need not."""
+    path = Path(path)
+    if not path.is_symlink() and (not path.exists() or path.stat().st_nlink == 1):
+        return
+    with atomic_path(path) as tmp:
+        shutil.copyfile(path, tmp)  # a fresh file: the cache's read-only mode is not copied
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

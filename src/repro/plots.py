@@ -2,6 +2,11 @@
 
     >>> save_table(frame, out_dir, "table2_sign_tests")      # table2_sign_tests.csv and .md
     >>> save_figure(fig, out_dir, "figure7_length_rewards")  # .png and .pdf
+
+and what DVC compares across profiles and experiments (D134), at paths shared by every profile:
+
+    >>> save_metrics(metrics_tree(summary, ["dataset", "method"], ["EM", "F1"]), "main_comparison")  # metrics/*.json
+    >>> save_plot_data(curve, "figure5_noise_robustness", x="noise", y="EM", series="method", panel="dataset")
 """
 
 from __future__ import annotations
@@ -15,7 +20,10 @@ import pandas as pd
 import seaborn as sns
 
 from repro import rewards
-from repro.io import atomic_path, write_text
+from repro.io import atomic_path, write_json, write_text
+
+METRICS_DIR = Path("metrics")  # metrics/<stage>.json: a study's headline numbers (dvc.yaml `metrics:`)
+PLOT_DATA_DIR = Path("plots")  # plots/<figure>.csv: a figure's data (dvc.yaml `plots:`, template `series`)
 
 
 def save_table(frame: pd.DataFrame, out_dir: str | Path, name: str, float_format: str = "%.4g") -> list[Path]:
@@ -36,6 +44,43 @@ def save_figure(fig: plt.Figure, out_dir: str | Path, name: str, dpi: int = 150)
             fig.savefig(tmp, format=suffix, dpi=dpi, bbox_inches="tight")
         paths.append(path)
     return paths
+
+
+def metric_value(value) -> float | int | None:
+    """A JSON number for DVC: NaN (a metric with no item to average) becomes null."""
+    if value is None or pd.isna(value):
+        return None
+    return int(value) if isinstance(value, (int, np.integer)) and not isinstance(value, bool) else float(value)
+
+
+def metrics_tree(frame: pd.DataFrame, keys: Sequence[str], values: Sequence[str]) -> dict:
+    """{row[keys[0]]: {row[keys[1]]: ... {value: number}}} for every row of `frame`, the nesting `dvc metrics`
+    flattens into `key0.key1.value`; a key given twice is an error."""
+    tree: dict = {}
+    for row in frame.to_dict("records"):
+        node = tree
+        for key in keys:
+            node = node.setdefault(str(row[key]), {})
+        if node:
+            raise ValueError(f"two rows of the metrics table have {dict((k, row[k]) for k in keys)}")
+        node.update({value: metric_value(row[value]) for value in values})
+    return tree
+
+
+def save_metrics(metrics: dict, name: str) -> Path:
+    """Write metrics/<name>.json (atomically), the file dvc.yaml declares as the stage's `metrics:`."""
+    path = METRICS_DIR / f"{name}.json"
+    write_json(path, metrics)
+    return path
+
+
+def save_plot_data(frame: pd.DataFrame, name: str, x: str, y: str, series: str, panel: str | None = None) -> Path:
+    """Write plots/<name>.csv: the columns panel, series, `x` and `y` that dvc.yaml's top-level `plots:` draw with
+    the `series` template (.dvc/plots/series.json): one line per series, one panel per value of `panel`."""
+    data = pd.DataFrame({"panel": frame[panel] if panel else "", "series": frame[series], x: frame[x], y: frame[y]})
+    path = PLOT_DATA_DIR / f"{name}.csv"
+    write_text(path, data.to_csv(index=False, float_format="%.6g"))
+    return path
 
 
 def length_reward_curves(
@@ -59,6 +104,13 @@ def length_reward_curves(
         for x in x_evidence:
             rows.append(("b", float(x), "gamma", gamma, rewards.evidence_length_reward(L_P * (1 - x), L_P, gamma, 1.0)))
     return pd.DataFrame(rows, columns=["panel", "x", "parameter", "value", "reward"])
+
+
+def length_reward_plot_data(curves: pd.DataFrame) -> pd.DataFrame:
+    """Figure 7's curves (`length_reward_curves`) with a panel and a series name each, for `save_plot_data`."""
+    panels = {"a": "(a) rationale: sigmoid(x/tau)", "b": "(b) evidence: x^gamma"}
+    return curves.assign(panel=curves["panel"].map(panels),
+                         series=[f"{p}={v:g}" for p, v in zip(curves["parameter"], curves["value"])])
 
 
 def plot_length_rewards(curves: pd.DataFrame, chosen: dict[str, float] | None = None) -> plt.Figure:

@@ -33,7 +33,7 @@ CONTEXT_STAGES = ("train_eviomni", "ablation_answer_rewards")
 LIGHT_STAGES = ("length_rewards", "significance_reported", "training_dynamics", "case_inspection")
 ENGINE_KEYS = ("gpu_memory_utilization", "tensor_parallel_size", "max_model_len")
 GPU_KEYS = ENGINE_KEYS[:2]  # engine options only a GPU engine takes
-SKIP_KEYS = ("fetch", "description", "name")  # not asset references
+SKIP_KEYS = ("fetch", "description", "name", "eviomni")  # not asset references
 
 
 class PreflightError(RuntimeError):

@@ -11,7 +11,8 @@ A method key (params.yaml `evaluation.methods`, `latency.methods`) names a refin
     cot                  CoT (RAR): Table 13 on models.extractor (the untrained backbone, as the paper's baseline)
     prompted_extractor   Table 14 on the untrained models.extractor: "prompted extraction", not EviOmni
     eviomni              Table 14 on the extractor selected by GRPO training (repro.train, data/<profile>/train)
-    eviomni_released     Table 14 on models.released_extractor (the authors' HIT-TMG checkpoints)
+    eviomni_released     Table 14 on models.released_extractor (the authors' HIT-TMG checkpoints); with
+                         `eviomni: released_extractor` in params.yaml it replaces `eviomni` in every study (D132)
     filco                FilCo (VAR): models.extractor + the LoRA filter of the filco_train stage (repro.baselines.filco)
     seer                 SEER (VAR): models.extractor + the DPO-aligned LoRA of the seer_train stage (repro.baselines.seer)
 """
@@ -67,7 +68,9 @@ def extractor_model(key: str, cfg: Profile) -> str:
 
         extractor = TrainRun(layout.train_run_dir(cfg.name)).extractor
         if not extractor.is_dir():
-            raise FileNotFoundError(f"{extractor}: no trained extractor yet (run the GRPO training stage)")
+            raise FileNotFoundError(f"{extractor}: no trained extractor yet; run the GRPO training stage, or set "
+                                    f"`eviomni: released_extractor` in params.yaml to evaluate "
+                                    f"models.released_extractor without training")
         return str(extractor)
     if key == "eviomni_released":
         if cfg.models.released_extractor is None:

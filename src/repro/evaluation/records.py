@@ -42,7 +42,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from repro.io import InputError, enumerate_jsonl, fingerprint, write_json, write_jsonl, write_text
+from repro.io import InputError, detach, enumerate_jsonl, fingerprint, write_json, write_jsonl, write_text
 
 REQUIRED_FIELDS = ("id", "question", "golden_answers", "evidence", "prediction", "em", "f1", "passage_tokens",
                    "evidence_tokens", "cr")
@@ -166,6 +166,7 @@ class RecordFile:
 
     def append(self, records: Iterable[dict]) -> None:
         """Append finished records to the partial file and force them to disk."""
+        detach(self.partial_path)
         with open(self.partial_path, "a", encoding="utf-8") as f:
             for record in records:
                 f.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -99,8 +99,8 @@ def _paired_scores(path_a: str, path_b: str, where: str | None) -> tuple[dict, d
 
 def reference_pairs(methods: Sequence[str], reference: str = "eviomni") -> list[tuple[str, str]]:
     """(reference, other) for every other method: the comparisons the paper's significance marks make. Without
-    `reference` among `methods`, the last method is the reference."""
-    ref = reference if reference in methods else methods[-1]
+    `reference` among `methods`, the released EviOmni checkpoint is the reference, and without it the last method."""
+    ref = next((m for m in (reference, "eviomni_released") if m in methods), methods[-1])
     return [(ref, m) for m in methods if m != ref]
 
 

@@ -30,7 +30,7 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from repro.generation.base import GenerationParams, Generator, Prompt, cut_at_stop
-from repro.io import read_jsonl
+from repro.io import detach, read_jsonl
 
 RETRYABLE_STATUSES = frozenset({429, 500, 502, 503, 504})
 
@@ -156,6 +156,7 @@ class OpenAIClientGenerator(Generator):
             self._completed[key] = texts
             if self.cache_path is not None:
                 self.cache_path.parent.mkdir(parents=True, exist_ok=True)
+                detach(self.cache_path)
                 with open(self.cache_path, "a", encoding="utf-8") as f:
                     f.write(json.dumps({"key": key, "texts": texts}, ensure_ascii=False) + "\n")
                     f.flush()
@@ -207,6 +208,7 @@ def read_cache(path: Path) -> dict[str, list[str]]:
     """The completions kept in a cache file; a last line without its newline (a write cut by a kill) is dropped."""
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
+        detach(path)
         with open(path, "r+b") as f:
             f.truncate(data.rfind(b"\n") + 1)
     return {row["key"]: row["texts"] for row in read_jsonl(path)}

@@ -47,6 +47,17 @@ def _panel(ax, log: pd.DataFrame, curves: dict[str, str], smooth: int, ylabel: s
     ax.legend(frameon=False)
 
 
+def training_dynamics_data(log: pd.DataFrame, unit: str = "tokens") -> pd.DataFrame:
+    """Figure 4's logged values, tidy (step, panel, series, value) for DVC's plots: the answer rewards and the lengths
+    of `plot_training_dynamics`, unsmoothed, over the steps where each is logged."""
+    panels = {"(a) answer reward (F1)": ANSWER_CURVES, f"(b) mean length ({unit})": LENGTH_CURVES}
+    frames = [log[column].dropna().rename("value").rename_axis("step").reset_index()
+              .assign(panel=panel, series=label.replace("$", ""))
+              for panel, curves in panels.items() for column, label in curves.items() if column in log]
+    columns = ["step", "panel", "series", "value"]
+    return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
+
+
 def plot_training_dynamics(log: pd.DataFrame, smooth: int = 5, unit: str = "tokens",
                            title: str | None = None) -> plt.Figure:
     """Figure 4: (a) answer rewards (F1) of o_f, o_r, o_e; (b) lengths of the reason, extract and answer

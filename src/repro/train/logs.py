@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.io import InputError, write_jsonl
+from repro.io import InputError, detach, write_jsonl
 
 TRL_COLUMNS = {  # key in TRL's logs -> column of train_log.jsonl
     "kl": "kl", "clip_ratio/region_mean": "clip_frac", "loss": "loss", "grad_norm": "grad_norm",
@@ -79,6 +79,7 @@ class StepLog:
 
     def append(self, row: dict) -> None:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        detach(self.path)
         with open(self.path, "a", encoding="utf-8") as f:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
             f.flush()

@@ -248,8 +248,9 @@ def train_in_process(cfg: Profile, root: str | Path | None = None, *, answer_sub
 
 def write_profile(cfg: Profile, path: Path) -> None:
     """`cfg` as a one-profile params file, so that worker processes load exactly this profile."""
-    body = json.loads(json.dumps({k: v for k, v in dataclasses.asdict(cfg).items() if k != "name"}))
-    path.write_text(yaml.safe_dump({"profile": cfg.name, "profiles": {cfg.name: body}}, sort_keys=False))
+    body = json.loads(json.dumps({k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("name", "eviomni")}))
+    path.write_text(yaml.safe_dump({"profile": cfg.name, "eviomni": cfg.eviomni, "profiles": {cfg.name: body}},
+                                   sort_keys=False))
 
 
 def cli_args(cfg: Profile, root: Path, params: Path, answer_subset: Sequence[str] | None,
