@@ -6,7 +6,14 @@ import pandas as pd
 import pytest
 
 from repro.evaluation.records import RecordFile
-from repro.evaluation.tables import compare_methods, reference_pairs, summarize, summarize_files, table2
+from repro.evaluation.tables import (
+    compare_methods,
+    questions_needed,
+    reference_pairs,
+    summarize,
+    summarize_files,
+    table2,
+)
 
 
 def rec(i: int, em: float, f1: float, passage_tokens: int, evidence_tokens: int | None, in_passages=True) -> dict:
@@ -98,3 +105,13 @@ def test_reference_pairs_compare_eviomni_with_every_other_method():
     assert reference_pairs(["zero", "full", "eviomni", "cot"]) == [("eviomni", "zero"), ("eviomni", "full"),
                                                                   ("eviomni", "cot")]
     assert reference_pairs(["zero", "full"]) == [("full", "zero")]  # no EviOmni column: the last one
+
+
+def test_questions_needed_from_the_observed_discordance_by_hand(files):
+    table = questions_needed(files, [("prompted_extractor", "zero")])
+    row = table.iloc[0]
+    # EM 1,0,0 vs 0,0,1: two of three questions discordant; (1.96·√(2/3) + 0.8416·√(2/3 − 0.05²))² / 0.05² = 2090.7
+    assert row["questions"] == 3 and row["discordant_rate"] == pytest.approx(2 / 3)
+    assert row["questions_needed"] == 2091 and not row["raised_to_difference"]
+    same = questions_needed(files, [("zero", "zero")]).iloc[0]  # no discordance: the least that holds 5 points
+    assert same["discordant_rate"] == 0 and same["raised_to_difference"] and same["questions_needed"] == 155

@@ -125,3 +125,23 @@ def compare_methods(files: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None
     table["p_holm"] = stats.holm(table["p_value"])[0]
     table[["effect", "ci_low", "ci_high"]] *= 100  # points, like the scores
     return table[list(TEST_COLUMNS)]
+
+
+def questions_needed(files: pd.DataFrame, pairs: Sequence[tuple[str, str]], difference: float = 0.05,
+                     alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
+    """For each dataset and pair (a, b): the questions scored, the share whose EM differs between a and b (the
+    discordant rate ψ), and the questions an exact-McNemar comparison needs to detect an EM difference of `difference`
+    (a fraction) at `alpha` with `power` at that ψ (`repro.stats.mcnemar_sample_size`). A ψ below `difference` cannot
+    hold such a difference; it is raised to `difference`, the least discordance that can, and flagged."""
+    rows = []
+    for dataset, group in files.groupby("dataset", sort=False):
+        paths = dict(zip(group["method"], group["path"]))
+        for a, b in pairs:
+            scores_a, scores_b, n = _paired_scores(paths[a], paths[b], None)
+            discordant = float(np.mean(np.asarray(scores_a["em"]) != np.asarray(scores_b["em"]))) if n else math.nan
+            psi = max(discordant, difference) if n else math.nan
+            rows.append({"dataset": dataset, "a": METHODS[a].label, "b": METHODS[b].label, "questions": n,
+                         "discordant_rate": discordant, "raised_to_difference": bool(n) and discordant < difference,
+                         "questions_needed": stats.mcnemar_sample_size(psi, difference, alpha, power) if n else None})
+    return pd.DataFrame(rows, columns=["dataset", "a", "b", "questions", "discordant_rate", "raised_to_difference",
+                                       "questions_needed"])
