@@ -50,16 +50,18 @@ def expected_random_recall(row: dict) -> float:
     return float(np.mean([metrics.answer_recall(s.sentence, row["golden_answers"]) for s in sentences]))
 
 
-def recall_items(rows: Sequence[dict], rollouts: Sequence[str], seed: int) -> pd.DataFrame:
+def recall_items(rows: Sequence[dict], rollouts: Sequence[str], seed: int, format_check: str = "strict"
+                 ) -> pd.DataFrame:
     """Per question: the policy's evidence and the random sentence, their AR, the expected random AR, and whether
-    the rollout has the exact format (R^fmt)."""
+    the rollout passes R^fmt's check `format_check` (`rewards.format_check`, D147)."""
     if len(rows) != len(rollouts):
         raise ValueError(f"{len(rows)} questions but {len(rollouts)} rollouts")
     items = []
     for row, rollout in zip(rows, rollouts):
         drawn = random_sentence(row["passages"], str(row["id"]), seed)
         evidence, sentence = policy_evidence(rollout), drawn.sentence if drawn else ""
-        items.append({"id": str(row["id"]), "rollout": rollout, "well_formatted": tags.is_well_formatted(rollout),
+        items.append({"id": str(row["id"]), "rollout": rollout,
+                      "well_formatted": tags.is_well_formatted(rollout, check=format_check),
                       "evidence_policy": evidence, "evidence_random": sentence,
                       "ar_policy": metrics.answer_recall(evidence, row["golden_answers"]),
                       "ar_random": metrics.answer_recall(sentence, row["golden_answers"]),
@@ -101,5 +103,5 @@ def warmup_recall_check(cfg: Profile, policy: str, questions: int | None = None,
         raise ValueError(f"profile {cfg.name}: train.heldout_questions is null (no held-out check)")
     rows = sample_rows(read_contexts(layout.contexts_path(cfg, cfg.train.dataset, "dev")), questions, cfg.seed)
     rollouts = greedy_rollouts(policy, rows, cfg.train.max_completion_length, cfg.models.inference, progress=progress)
-    items = recall_items(rows, rollouts, cfg.seed)
+    items = recall_items(rows, rollouts, cfg.seed, cfg.rewards.format_check)
     return RecallCheck(items, compare_recall(items, cfg.seed))
