@@ -7,6 +7,7 @@ from repro.stats import (
     compare_across_cells,
     compare_per_item,
     holm,
+    mcnemar_sample_size,
     mcnemar_test,
     min_sign_test_p,
     paired_bootstrap,
@@ -143,3 +144,12 @@ def test_compare_per_item_runs_every_test_and_corrects(scores):
     assert (table["p_holm"] >= table["p_value"]).all() and (table["p_holm"] < 0.05).all()
     with pytest.raises(ValueError, match="no metric in common"):
         compare_per_item({"em": em_a}, {"f1": a})
+
+
+def test_mcnemar_sample_size_follows_connors_formula_by_hand():
+    # (1.95996·√0.1 + 0.84162·√(0.1 − 0.05²))² / 0.05² = (0.61979 + 0.26279)² / 0.0025 = 311.6
+    assert mcnemar_sample_size(0.10, 0.05) == 312
+    # every discordant pair on one side: (0.61979 + 0.84162·√0.09)² / 0.01 = 76.1
+    assert mcnemar_sample_size(0.10, -0.10) == 77
+    with pytest.raises(ValueError, match="discordant_rate"):
+        mcnemar_sample_size(0.04, 0.05)  # a difference larger than the discordant share is impossible

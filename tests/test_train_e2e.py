@@ -9,6 +9,7 @@ import json
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
@@ -16,13 +17,13 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 from repro import prompts, rewards
 from repro.config import load_profile
 from repro.data import layout
-from repro.data.sentences import random_sentence
 from repro.data.splits import sample_rows
 from repro.io import write_jsonl
 from repro.train import TrainRun, fit, read_log, train_extractor
-from repro.train.data import extraction_rows
+from repro.train.data import extraction_row, extraction_rows
 from repro.train.run import build_trainer
-from repro.train.recall_check import greedy_rollouts, warmup_recall_check
+from repro.train.heldout import compare_policies, heldout_rows, score_policy
+from repro.train.recall_check import warmup_recall_check
 from repro.train.warmup import warm_up_policy
 
 pytestmark = pytest.mark.slow
@@ -173,21 +174,33 @@ def test_format_warmup_merges_an_adapter_into_the_policy_and_is_reused(ci_cfg, t
     assert (policy / "model.safetensors").stat().st_mtime_ns == stamp  # the same configuration is reused
 
 
-def test_the_recall_check_scores_greedy_rollouts_on_seeded_dev_questions(ci_cfg, tmp_path, tiny_llama_dir,
-                                                                         monkeypatch):
-    monkeypatch.chdir(tmp_path)  # the check reads the data stage's dev contexts relative to the cwd
+def test_held_out_scoring_matches_dev_selection_and_skips_the_selection_questions(ci_cfg, tmp_path, tiny_llama_dir,
+                                                                                 monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the held-out rows come from the data stage's dev contexts, relative to the cwd
     dev = contexts(12)
     write_jsonl(layout.contexts_path(ci_cfg, ci_cfg.train.dataset, "dev"), dev)
-    check = warmup_recall_check(ci_cfg, str(tiny_llama_dir), progress=False)
-    chosen = sample_rows(dev, ci_cfg.train.heldout_questions, ci_cfg.seed)
-    assert check.items["id"].tolist() == [row["id"] for row in chosen] and check.summary["questions"] == 4
-    assert check.items["evidence_random"].tolist() == [random_sentence(row["passages"], row["id"], ci_cfg.seed).sentence
-                                                       for row in chosen]
-    assert check.items["rollout"].tolist() == greedy_rollouts(str(tiny_llama_dir), chosen,
-                                                              ci_cfg.train.max_completion_length, ci_cfg.models.inference,
-                                                              progress=False)
-    assert check.summary["ar_random"] == check.items["ar_random"].mean() == 1.0  # every sentence names Anna Berg
-    assert 0 <= check.summary["format_rate"] <= 1 and 0 <= check.summary["mcnemar_p"] <= 1
+    rows = heldout_rows(ci_cfg)
+    held_out = sample_rows(dev[ci_cfg.train.dev_max_questions:], ci_cfg.train.heldout_questions, ci_cfg.seed)
+    assert [r["id"] for r in rows] == [r["id"] for r in held_out]
+    assert not {r["id"] for r in rows} & {r["id"] for r in dev[: ci_cfg.train.dev_max_questions]}
+
+    items = score_policy(ci_cfg, str(tiny_llama_dir), rows, progress=False)
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    train_rows = extraction_rows(contexts(2), tokenizer, ci_cfg.rewards.length_unit)
+    trainer = build_trainer(ci_cfg, TrainRun(tmp_path / "run"), train_rows, train_rows, progress=False)
+    expected = trainer.score_greedy([extraction_row(row, tokenizer, ci_cfg.rewards.length_unit) for row in rows])
+    assert items["id"].tolist() == [r["id"] for r in rows]
+    for (_, item), score in zip(items.iterrows(), expected, strict=True):  # dev selection's scores of the same policy
+        for metric, value in score.summary().items():
+            assert item[metric] == pytest.approx(value, abs=1e-9, nan_ok=True), metric
+
+    reused = score_policy(ci_cfg, str(tiny_llama_dir), rows, rollouts=items["rollout"].tolist(), progress=False)
+    pd.testing.assert_frame_equal(reused, items)
+    check = warmup_recall_check(rows, items["rollout"].tolist(), ci_cfg.seed)
+    assert check.items["ar_policy"].tolist() == items["ar_evidence"].tolist()
+    assert check.summary["ar_random"] == 1.0  # every sentence names Anna Berg<i>
+    table = compare_policies(items, items)
+    assert table["difference"].tolist() == [0.0] * 3 and table["p_value"].tolist() == [1.0] * 3
 
 
 def test_accelerate_launch_runs_the_trainer_in_two_processes(ci_cfg, rows, tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ import math
 import typing
 
 import numpy as np
+import pandas as pd
 import pytest
 import torch
 from hypothesis import example, given, settings
@@ -22,6 +23,8 @@ from repro.io import InputError
 from repro.train.checkpoints import last_checkpoint
 from repro.train.data import extraction_row
 from repro.train.logs import StepLog, read_log, train_log_row
+from repro.train.figures import rolling_band
+from repro.train.heldout import compare_policies, heldout_rows
 from repro.train.recall_check import compare_recall, recall_items
 from repro.train.reward import EviOmniReward, score_rollout
 from repro.train.rollout import answer_contexts, masked_targets, parse_rollout
@@ -407,3 +410,42 @@ def test_k2_estimator_keeps_trls_importance_ratio_on_the_kl_term(monkeypatch):
     assert loss.item() == pytest.approx(0.1 * (0.5 * d**2) / 2)  # coef_1 = 1 on-policy: same value
     loss.backward()  # but ∂(k2·coef_1)/∂logp = k2' + k2 on-policy: β·(d + ½d²)/2
     assert logp.grad[0, 0].item() == pytest.approx(0.1 * (d + 0.5 * d**2) / 2)
+
+
+def test_rolling_band_is_the_window_mean_and_its_standard_error_by_hand():
+    band = rolling_band(pd.Series([0.0, 1.0, 2.0, 6.0], index=[1, 2, 3, 4]), 3)
+    assert band["mean"].tolist() == [0.5, 1.0, 3.0, 4.0]  # centred windows {0,1} {0,1,2} {1,2,6} {2,6}
+    # half-widths 1.96·sd/√n: 1.96·0.7071/√2, 1.96·1/√3, 1.96·√7/√3, 1.96·2.8284/√2
+    assert band["high"].tolist() == pytest.approx([1.48, 2.131607, 5.993949, 7.92], abs=1e-6)
+    assert band["low"].tolist() == pytest.approx([-0.48, -0.131607, 0.006051, 0.08], abs=1e-6)
+    single = rolling_band(pd.Series([0.3]), 5)
+    assert single["mean"].tolist() == [0.3] and single["low"].isna().all()  # no band from one point
+
+
+def test_the_held_out_comparison_pairs_the_two_policies_by_hand():
+    ids = ["a", "b", "c", "d"]
+    start = pd.DataFrame({"id": ids, "f1_evidence": [0, 0.5, 0, 1], "ar_evidence": [0, 1, 0, 0],
+                          "reward_format": [0, 1, 1, 0]})
+    trained = pd.DataFrame({"id": ids, "f1_evidence": [1, 0.5, 0.5, 1], "ar_evidence": [1, 1, 1, 0],
+                            "reward_format": [1, 1, 1, 1]})
+    table = compare_policies(start, trained).set_index("metric")
+    assert table["start"].tolist() == [0.375, 0.25, 0.5] and table["trained"].tolist() == [0.75, 0.75, 1.0]
+    assert table["difference"].tolist() == [0.375, 0.5, 0.5]
+    assert table.loc["ar_evidence", ["trained_only", "start_only"]].tolist() == [2, 0]
+    # exact McNemar with 2 discordant pairs on one side: 2·0.5²; the permutation test over the 2⁴ sign flips of the
+    # differences (1, 0, 0.5, 0): |mean| ≥ 0.375 for 2 of the 4 flips of the non-zero ones
+    assert table["p_value"].tolist() == pytest.approx([0.5, 0.5, 0.5])
+    assert table["p_holm"].tolist() == pytest.approx([1.0, 1.0, 1.0])
+    assert table["test"].tolist() == ["approximate randomization (two-sided)", "McNemar (exact)", "McNemar (exact)"]
+    with pytest.raises(ValueError, match="different questions"):
+        compare_policies(start, trained.iloc[::-1])
+
+
+def test_held_out_questions_need_dev_questions_the_selection_does_not_use():
+    cfg = load_profile("ci")
+    no_holdout = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, dev_max_questions=None))
+    with pytest.raises(ValueError, match="train.dev_max_questions is null"):
+        heldout_rows(no_holdout)
+    none = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, heldout_questions=None))
+    with pytest.raises(ValueError, match="train.heldout_questions is null"):
+        heldout_rows(none)

@@ -4,6 +4,7 @@ With per-item scores of two systems on the same items (the valid route):
 - `paired_bootstrap`: CI of the mean difference (scipy.stats.bootstrap, paired, BCa) and a bootstrap p-value;
 - `approximate_randomization`: paired permutation test (scipy.stats.permutation_test, permutation_type="samples");
 - `mcnemar_test`: exact McNemar on per-item EM correctness (statsmodels);
+- `mcnemar_sample_size`: how many paired items McNemar needs for a given difference and discordant rate;
 - `holm`: Holm's step-down correction across the comparisons of one table (statsmodels);
 - `tost_equivalence`: is a reproduced mean within ±margin of a reported value (statsmodels TOST).
 
@@ -119,6 +120,17 @@ def mcnemar_test(correct_a: Sequence[bool], correct_b: Sequence[bool], exact: bo
     result = mcnemar(table, exact=exact)
     return SignificanceResult("McNemar" + (" (exact)" if exact else ""), float(x.mean() - y.mean()),
                       float(result.statistic), float(result.pvalue), x.size)
+
+
+def mcnemar_sample_size(discordant_rate: float, difference: float, alpha: float = 0.05, power: float = 0.8) -> int:
+    """Paired items a McNemar test needs to detect an accuracy difference `difference` (= p10 − p01) when a share
+    `discordant_rate` (= p10 + p01) of the items is discordant, two-sided at `alpha` with `power` (Connor 1987):
+    n = (z_{1−α/2}·√ψ + z_{power}·√(ψ − δ²))² / δ², rounded up. The difference cannot exceed the discordant rate."""
+    psi, delta = discordant_rate, abs(difference)
+    if not 0 < delta <= psi <= 1:
+        raise ValueError(f"need 0 < |difference| <= discordant_rate <= 1, got {difference} and {discordant_rate}")
+    z_alpha, z_power = sps.norm.ppf(1 - alpha / 2), sps.norm.ppf(power)
+    return math.ceil((z_alpha * math.sqrt(psi) + z_power * math.sqrt(psi - delta**2)) ** 2 / delta**2)
 
 
 def holm(p_values: Sequence[float], alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:

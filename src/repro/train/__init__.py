@@ -6,6 +6,7 @@
 - `data`       the prompts and reward columns of the train/dev rows
 - `warmup`     the policy GRPO starts from: models.extractor, or its format warm-up (CPU profiles, D90, D141)
 - `recall_check` the starting policy's evidence answer-recall against a random-sentence extractor (D141)
+- `heldout`    held-out dev questions: a policy scored like a dev checkpoint; trained vs starting policy (D151)
 - `callbacks`  per-step log and model selection on the dev split
 - `logs`       the log files (`train_log.jsonl`, `dev_eval.jsonl`) and their reader
 - `run`        `train_extractor(cfg)`: one call per training run (resumable), exported selected extractor

@@ -3,7 +3,9 @@ steps) and the first-versus-last-steps summary of a run.
 
 Rewards exist only on steps that generated a batch (with steps_per_generation > 1 the other steps reuse
 it), so every curve is drawn over the steps where its column is logged. Curves are smoothed with a
-centred rolling mean over `smooth` logged points (the paper does not say how its curves were smoothed, #38).
+centred rolling mean over `smooth` logged points (the paper does not say how its curves were smoothed, #38), and
+drawn with a band: the rolling mean ± 1.96 standard errors of the window's values (`rolling_band`), a pointwise 95%
+interval of the window mean that treats the window's steps as independent draws.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 
 ANSWER_CURVES = {"f1_full": "$o_f$ (full context)", "f1_rationale": "$o_r$ (rationale, evidence masked)",
@@ -35,12 +38,22 @@ def first_last(log: pd.DataFrame, columns: Sequence[str] = SUMMARY_COLUMNS, wind
     return pd.DataFrame(rows)
 
 
+def rolling_band(values: pd.Series, window: int) -> pd.DataFrame:
+    """Centred rolling mean of `values` over `window` points and its band, mean ± 1.96·sd/√n of the points in the
+    window (n < window at the ends; no band where a window holds a single point)."""
+    rolling = values.rolling(window, center=True, min_periods=1)
+    mean, half = rolling.mean(), 1.96 * rolling.std() / np.sqrt(rolling.count())
+    return pd.DataFrame({"mean": mean, "low": mean - half, "high": mean + half})
+
+
 def _panel(ax, log: pd.DataFrame, curves: dict[str, str], smooth: int, ylabel: str) -> None:
     for column, label in curves.items():
         values = log[column].dropna() if column in log else pd.Series(dtype=float)
         if values.empty:
             continue  # an answer outside the trained subset is never generated
-        (line,) = ax.plot(values.index, values.rolling(smooth, center=True, min_periods=1).mean(), label=label)
+        band = rolling_band(values, smooth)
+        (line,) = ax.plot(values.index, band["mean"], label=label)
+        ax.fill_between(values.index, band["low"], band["high"], color=line.get_color(), alpha=0.15, linewidth=0)
         ax.plot(values.index, values, color=line.get_color(), alpha=0.25, linewidth=0.8)
     ax.set_xlabel("training step")
     ax.set_ylabel(ylabel)
@@ -61,7 +74,7 @@ def training_dynamics_data(log: pd.DataFrame, unit: str = "tokens") -> pd.DataFr
 def plot_training_dynamics(log: pd.DataFrame, smooth: int = 5, unit: str = "tokens",
                            title: str | None = None) -> plt.Figure:
     """Figure 4: (a) answer rewards (F1) of o_f, o_r, o_e; (b) lengths of the reason, extract and answer
-    parts of the rollout. Faint lines are the logged values, solid lines their rolling mean."""
+    parts of the rollout. Faint lines are the logged values, solid lines their rolling mean with its 95% band."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     _panel(left, log, ANSWER_CURVES, smooth, "answer reward (F1)")
     left.set_title("(a) answer rewards")

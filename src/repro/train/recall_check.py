@@ -1,10 +1,11 @@
 """Does the starting policy already know where the answer is? Its evidence answer-recall against a random-sentence
 extractor on the same held-out questions (D141).
 
-    check = warmup_recall_check(cfg, policy)     # train.heldout_questions seeded dev questions
+    start = score_policy(cfg, policy, rows)                    # repro.train.heldout: held-out rows, greedy rollouts
+    check = warmup_recall_check(rows, start["rollout"], cfg.seed)
     check.summary                                # AR of both, their difference with a CI, McNemar's p, format rate
 
-The policy writes greedy rollouts from GRPO's prompt with GRPO's completion length, as the dev selection scores
+The policy's rollouts are greedy, from GRPO's prompt with GRPO's completion length, as the dev selection scores
 checkpoints; its evidence is the text inside `<extract>` ("" when it opened none). The random-sentence extractor
 returns `repro.data.sentences.random_sentence` keyed on the question id: the draw the format-only warm-up teaches on
 the training questions. Evidence answer-recall is the AR of §2.2 (`repro.metrics.answer_recall`). The two are paired
@@ -22,24 +23,14 @@ import numpy as np
 import pandas as pd
 
 from repro import metrics, stats, tags
-from repro.config import Profile
-from repro.data import layout
-from repro.data.qa import read_contexts
 from repro.data.sentences import passage_sentences, random_sentence
-from repro.data.splits import sample_rows
-from repro.generation import GenerationParams, make_generator
-from repro.prompts import extraction_messages, format_passages
+from repro.train.heldout import policy_evidence
 
 
 @dataclasses.dataclass(frozen=True)
 class RecallCheck:
     items: pd.DataFrame  # one row per question (see recall_items)
     summary: dict  # see compare_recall
-
-
-def policy_evidence(rollout: str) -> str:
-    """The text inside the rollout's `<extract>` (up to `</extract>`, `<answer>` or the end); "" if it has none."""
-    return tags.extract_evidence(rollout) if "<extract>" in rollout else ""
 
 
 def expected_random_recall(row: dict) -> float:
@@ -87,21 +78,9 @@ def compare_recall(items: pd.DataFrame, seed: int = 0) -> dict:
             "words_random": float(items["evidence_random"].str.split().str.len().mean())}
 
 
-def greedy_rollouts(policy: str, rows: Sequence[dict], max_new_tokens: int, dtype: str, batch_size: int = 8,
-                    progress: bool = True) -> list[str]:
-    """Greedy rollouts of `policy` (a model directory) from GRPO's prompt (Table 14 on the numbered passages)."""
-    prompts = [extraction_messages(row["question"], format_passages(row["passages"])) for row in rows]
-    with make_generator("transformers", policy, dtype=dtype, progress=progress) as generator:
-        return generator.generate(prompts, GenerationParams(max_new_tokens=max_new_tokens, batch_size=batch_size))
-
-
-def warmup_recall_check(cfg: Profile, policy: str, questions: int | None = None, progress: bool = True) -> RecallCheck:
-    """The check on a seeded `questions` (default `train.heldout_questions`) of the training dataset's dev split,
-    which neither the warm-up nor GRPO trains on."""
-    questions = questions or cfg.train.heldout_questions
-    if questions is None:
-        raise ValueError(f"profile {cfg.name}: train.heldout_questions is null (no held-out check)")
-    rows = sample_rows(read_contexts(layout.contexts_path(cfg, cfg.train.dataset, "dev")), questions, cfg.seed)
-    rollouts = greedy_rollouts(policy, rows, cfg.train.max_completion_length, cfg.models.inference, progress=progress)
-    items = recall_items(rows, rollouts, cfg.seed, cfg.rewards.format_check)
-    return RecallCheck(items, compare_recall(items, cfg.seed))
+def warmup_recall_check(rows: Sequence[dict], rollouts: Sequence[str], seed: int, format_check: str = "strict"
+                        ) -> RecallCheck:
+    """The check on the starting policy's greedy `rollouts` of the held-out `rows` (`repro.train.heldout`); its format
+    rate under `format_check` (`rewards.format_check`, D147)."""
+    items = recall_items(rows, rollouts, seed, format_check)
+    return RecallCheck(items, compare_recall(items, seed))

@@ -1,0 +1,108 @@
+"""The trained extractor against the policy it started from, on held-out dev questions (issue #17, D151).
+
+    rows = heldout_rows(cfg)                              # questions neither GRPO nor the selection saw
+    start, trained = score_policy(cfg, start_dir, rows), score_policy(cfg, extractor_dir, rows)
+    compare_policies(start, trained)                      # paired tests of the three headline metrics, Holm
+
+Held-out questions: `train.heldout_questions` seeded questions of the training dataset's dev split after its first
+`train.dev_max_questions`, the rows dev selection scores (`repro.train.run`). A policy is scored as dev selection
+scores a checkpoint (`EviOmniTrainer.score_greedy`): a greedy rollout from GRPO's prompt with `max_completion_length`
+new tokens, greedy o_r and o_e from the Eq. 4 contexts with `max_answer_length`, the training reward's terms
+(`score_rollout`), and the answer recall of the text inside the rollout's `<extract>` (§2.2; "" without one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+from transformers import AutoTokenizer
+
+from repro import metrics, stats, tags
+from repro.config import Profile
+from repro.data import layout
+from repro.data.qa import read_contexts
+from repro.data.splits import sample_rows
+from repro.generation import GenerationParams, make_generator
+from repro.train.data import extraction_row
+from repro.train.reward import score_rollout
+from repro.train.rollout import MASKED_TARGETS, answer_contexts, parse_rollout
+
+BATCH_SIZE = 16  # prompts per generate call: decoding a 135M model on a CPU is bound by per-step dispatch, not rows
+# metric -> test: binary outcomes get McNemar, F1 a paired permutation test; every row also gets a paired bootstrap CI
+HEADLINE = {"f1_evidence": "approximate randomization", "ar_evidence": "McNemar", "reward_format": "McNemar"}
+
+
+def policy_evidence(rollout: str) -> str:
+    """The text inside the rollout's `<extract>` (up to `</extract>`, `<answer>` or the end); "" if it has none."""
+    return tags.extract_evidence(rollout) if "<extract>" in rollout else ""
+
+
+def heldout_rows(cfg: Profile, questions: int | None = None) -> list[dict]:
+    """`questions` (default `train.heldout_questions`) seeded contexts rows of the training dataset's dev split,
+    drawn from the rows after the first `train.dev_max_questions` (those select the checkpoint)."""
+    train = cfg.train
+    questions = questions or train.heldout_questions
+    if questions is None:
+        raise ValueError(f"profile {cfg.name}: train.heldout_questions is null (no held-out questions)")
+    if train.dev_max_questions is None:
+        raise ValueError(f"profile {cfg.name}: train.dev_max_questions is null, so dev selection uses every dev "
+                         f"question and none is held out; set it to hold some out")
+    path = layout.contexts_path(cfg, train.dataset, "dev")
+    remaining = read_contexts(path)[train.dev_max_questions:]
+    if not remaining:
+        raise ValueError(f"{path}: no dev question after the first train.dev_max_questions="
+                         f"{train.dev_max_questions}")
+    return sample_rows(remaining, questions, cfg.seed)
+
+
+def score_policy(cfg: Profile, policy: str, rows: Sequence[dict], rollouts: Sequence[str] | None = None,
+                 progress: bool = True) -> pd.DataFrame:
+    """One row per question: the greedy rollout (or the given `rollouts`, e.g. the recall check's), o_r, o_e, every
+    term of `score_rollout`'s summary, and `ar_evidence`, the answer recall of the rollout's evidence."""
+    tokenizer = AutoTokenizer.from_pretrained(policy)
+    train_rows = [extraction_row(row, tokenizer, cfg.rewards.length_unit) for row in rows]
+    with make_generator("transformers", policy, dtype=cfg.models.inference, progress=progress) as generator:
+        if rollouts is None:
+            rollouts = generator.generate([row["prompt"] for row in train_rows],
+                                          GenerationParams(max_new_tokens=cfg.train.max_completion_length,
+                                                           batch_size=BATCH_SIZE))
+        if len(rollouts) != len(train_rows):
+            raise ValueError(f"{len(train_rows)} questions but {len(rollouts)} rollouts")
+        contexts = [answer_contexts(row["question"], row["passages"], parse_rollout(text), MASKED_TARGETS, cfg.rewards)
+                    for row, text in zip(train_rows, rollouts)]
+        answers = iter(generator.generate([ctx.render(tokenizer) for group in contexts for ctx in group],
+                                          GenerationParams(max_new_tokens=cfg.train.max_answer_length,
+                                                           batch_size=BATCH_SIZE)))
+    items = []
+    for row, text, group in zip(train_rows, rollouts, contexts):
+        masked = {ctx.target: next(answers) for ctx in group}
+        score = score_rollout(text, masked.get("rationale"), masked.get("evidence"), row["golden_answers"],
+                              row["passages_length"], cfg.rewards, tokenizer)
+        items.append({"id": row["id"], "rollout": text, "o_r": masked.get("rationale"), "o_e": masked.get("evidence"),
+                      **score.summary(),
+                      "ar_evidence": metrics.answer_recall(policy_evidence(text), row["golden_answers"])})
+    return pd.DataFrame(items)
+
+
+def compare_policies(start: pd.DataFrame, trained: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
+    """Trained against start on the same questions, for each HEADLINE metric: both means, the difference with a 95%
+    paired bootstrap CI (BCa), the metric's paired test, its discordant pairs (binary metrics), and Holm's
+    correction over the three tests."""
+    if start["id"].tolist() != trained["id"].tolist():
+        raise ValueError("the two policies were scored on different questions")
+    rows = []
+    for metric, test in HEADLINE.items():
+        a, b = trained[metric].to_numpy(dtype=float), start[metric].to_numpy(dtype=float)
+        result = stats.mcnemar_test(a, b) if test == "McNemar" else stats.approximate_randomization(a, b, seed=seed)
+        interval = stats.paired_bootstrap(a, b, seed=seed)
+        row = {"metric": metric, "questions": len(a), "start": float(b.mean()), "trained": float(a.mean()),
+               "difference": interval.effect, "ci_low": interval.ci_low, "ci_high": interval.ci_high,
+               "test": result.test, "p_value": result.p_value}
+        if test == "McNemar":
+            row |= {"trained_only": int(np.sum((a == 1) & (b == 0))), "start_only": int(np.sum((a == 0) & (b == 1)))}
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table["p_holm"] = stats.holm(table["p_value"])[0]
+    return table
