@@ -324,6 +324,10 @@ def test_the_stage_trains_each_pair_selects_the_best_and_reuses_finished_pairs(t
 
     assert length_tuning.tune_length_rewards(cfg, tmp_path, train=fake) == record
     assert len(fake.calls) == 4  # every pair's result.json matched its key: nothing trained again
+    by_reward = dataclasses.replace(cfg, length_tuning=dataclasses.replace(cfg.length_tuning, metric="reward_final"))
+    with pytest.raises(ValueError, match="no \\(tau, gamma\\) run has a dev score"):  # no such column in the logs
+        length_tuning.tune_length_rewards(by_reward, tmp_path, train=fake)
+    assert len(fake.calls) == 4  # another metric reads the kept logs again: nothing trained
     longer = dataclasses.replace(cfg, length_tuning=dataclasses.replace(cfg.length_tuning, max_steps=3))
     length_tuning.tune_length_rewards(longer, tmp_path, train=fake)
     assert [c[2] for c in fake.calls[4:]] == [3, 3, 3, 3]  # another configuration: trained again

@@ -17,8 +17,8 @@ data/<profile>/train/length_tuning/ holds
     tau=<τ>-gamma=<γ>/           the pair's run: run_config.json, train_log.jsonl, dev_eval.jsonl, selection.json and
                                  result.json (its score and configuration key); checkpoints and the exported extractor
                                  are deleted once the score is read, since only the dev scores are kept
-A pair whose result.json carries the current configuration key is not trained again; a run cut by a kill resumes
-from its last checkpoint (repro.train.run).
+A pair whose result.json carries the current configuration key is not trained again (its kept dev log is scored
+again); a run cut by a kill resumes from its last checkpoint (repro.train.run).
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from repro.train.logs import StepLog
 
 SELECTION = "selection.json"
 RESULT = "result.json"
+DEV_LOG = "dev_eval.jsonl"  # TrainRun.dev_log; repro.train.run is imported only to train (it loads torch)
 
 
 def tuning_dir(profile: str) -> Path:
@@ -82,7 +83,7 @@ def select(results: Sequence[dict]) -> dict:
 
 
 def point_key(cfg: Profile, max_steps: int) -> str:
-    """What a pair's dev score depends on: the seed, models, data, retrieval, rewards and train settings, the steps."""
+    """What a pair's run depends on: the seed, models, data, retrieval, rewards and train settings, the steps."""
     parts = {name: dataclasses.asdict(getattr(cfg, name)) for name in ("models", "data", "retrieval", "rewards",
                                                                         "train") if getattr(cfg, name) is not None}
     return fingerprint({"seed": cfg.seed, "max_steps": max_steps, **parts})
@@ -92,24 +93,26 @@ Trainer = Callable[..., object]  # train_extractor(cfg, root, max_steps=...) -> 
 
 
 def tune_point(cfg: Profile, tau: float, gamma: float, root: Path, train: Trainer) -> dict:
-    """The dev score of one pair: reused from its result.json when the key matches, else trained and scored (and
-    its checkpoints and extractor deleted once the score is written)."""
+    """The dev score of one pair, read from its run's dev log: the run is trained unless its result.json carries the
+    same key (then its kept log is read again, so a changed `length_tuning.metric` retrains nothing); after training,
+    its checkpoints and extractor are deleted once the result is written."""
     tuning = cfg.length_tuning
     metric = tuning.metric or cfg.train.selection_metric
     point_cfg = with_length_rewards(cfg, tau, gamma)
     key = point_key(point_cfg, tuning.max_steps)
     run_dir = root / point_name(tau, gamma)
     result_file = run_dir / RESULT
-    if result_file.exists() and read_json(result_file).get("key") == key:
-        return read_json(result_file)
-    result_file.unlink(missing_ok=True)
-    run = train(point_cfg, run_dir, max_steps=tuning.max_steps)
-    best = best_dev_score(StepLog(run.dev_log).rows(), metric)
+    trained = None
+    if not (result_file.exists() and read_json(result_file).get("key") == key):
+        result_file.unlink(missing_ok=True)
+        trained = train(point_cfg, run_dir, max_steps=tuning.max_steps)
+    best = best_dev_score(StepLog(run_dir / DEV_LOG).rows(), metric)
     result = {"tau": tau, "gamma": gamma, "metric": metric, "value": best[0] if best else None,
               "step": best[1] if best else None, "key": key}
     write_json(result_file, result)
-    for heavy in (run.checkpoints, run.extractor):
-        shutil.rmtree(heavy, ignore_errors=True)
+    if trained is not None:
+        for heavy in (trained.checkpoints, trained.extractor):
+            shutil.rmtree(heavy, ignore_errors=True)
     return result
 
 
