@@ -81,6 +81,10 @@ class RewardsConfig:
     length_unit: typing.Literal["tokens", "words"] = "tokens"  # L_r, L_e, L_P and CR (D13)
     mask_mode: typing.Literal["empty_tags", "drop", "placeholder"] = "empty_tags"  # a masked span (D6)
     prefill_answer_tag: bool = True  # open the answer turn with "<answer>" for o_r, o_e, o_f (D7)
+    format_check: typing.Literal["strict", "lenient"] = dataclasses.field(
+        default="strict", metadata={"help": "R^fmt: D18's exact form, or tagged parts in order amid free text (D147)"})
+    masked_answer_prompt: typing.Literal["table14", "table11"] = dataclasses.field(
+        default="table14", metadata={"help": "o_r/o_e continue Table 14 (D7), or answer Table 11's QA prompt (D148)"})
     design: typing.Literal["eviomni", "eviomni_eqr", "evinote", "eval_rar", "arena"] = dataclasses.field(
         default="eviomni", metadata={"help": "reward design, a row of repro.rewards.REWARD_DESIGNS (D125)"})
     evinote_reading: typing.Literal["paper", "code"] = dataclasses.field(
@@ -199,6 +203,11 @@ class NoiseConfig:
     split: str = "test"
 
 
+# dev metrics that select a checkpoint (train.selection_metric) or a (τ, γ) pair (length_tuning.metric)
+SelectionMetric = typing.Literal["f1_evidence", "em_evidence", "f1_full", "em_full", "f1_rationale", "em_rationale",
+                                 "reward_final"]
+
+
 @dataclasses.dataclass(frozen=True)
 class TrainConfig:
     """GRPO training of the extractor (§3.3, App. A.2). The paper gives lr, β, ε, 1 epoch and dev-set selection;
@@ -225,6 +234,8 @@ class TrainConfig:
     epochs: float = 1.0  # App. A.2: one epoch
     max_steps: int = -1  # > 0 stops earlier (the CPU profiles' budget)
     max_train_questions: int | None = None  # first N training questions (None: all)
+    # drop training questions whose top-k passages hold no golden answer (#3; D26: keep them; D149)
+    require_answer_in_passages: bool = False
     lr_scheduler: str = "constant"
     warmup_steps: int = 0
     weight_decay: float = 0.0
@@ -234,9 +245,7 @@ class TrainConfig:
     save_steps: int = 100  # checkpoint (and dev evaluation) every N steps, and at the end
     save_total_limit: int | None = 2  # checkpoints kept (the last and the best always are); >= 2 or None
     dev_max_questions: int | None = None  # first N dev questions for model selection (None: all)
-    selection_metric: typing.Literal[
-        "f1_evidence", "em_evidence", "f1_full", "em_full", "f1_rationale", "em_rationale", "reward_final"
-    ] = "f1_evidence"
+    selection_metric: SelectionMetric = "f1_evidence"
     evaluate_initial: bool = True  # also score the initial policy on dev (reference row, never selected)
     accelerate_config: str | None = None  # configs/accelerate/*.yaml: launch worker processes through accelerate
     use_vllm: bool = False
@@ -530,6 +539,25 @@ AnswerKey = typing.Literal["rationale", "evidence", "full"]
 
 
 @dataclasses.dataclass(frozen=True)
+class LengthTuningConfig:
+    """τ and γ chosen on the dev set (App. A.2, #21): one short GRPO run per (τ, γ) of the grid, each scored by
+    `train`'s dev selection; the stage reports the best pair and leaves `rewards.tau` / `rewards.gamma` to the
+    profile (repro.train.length_tuning, D150)."""
+
+    tau: list[float]  # the paper's grid: [0.1, 0.2, 0.5, 1.0]
+    gamma: list[float]  # the paper's grid: [0.1, 0.3, 0.5, 0.8, 1.0]
+    max_steps: int  # optimizer steps per run
+    metric: SelectionMetric | None = None  # None: train.selection_metric
+
+    def __post_init__(self):
+        if not self.tau or not self.gamma or len(set(self.tau)) != len(self.tau) or len(set(self.gamma)) != len(
+                self.gamma):
+            raise ConfigError("length_tuning: tau and gamma need distinct values")
+        if min(self.tau) <= 0 or min(self.gamma) < 0 or self.max_steps < 1:
+            raise ConfigError("length_tuning: need tau > 0, gamma >= 0 and max_steps >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
 class AblationConfig:
     """Table 3: one GRPO run per answer subset (`rewards.answer_subset`), each evaluated like Table 2's EviOmni
     column with the profile's `evaluation` settings (repro.evaluation.ablation, D43)."""
@@ -724,6 +752,7 @@ class Profile:
     evaluation: EvaluationConfig | None = None  # Table 2 (repro.evaluation)
     latency: LatencyConfig | None = None  # Table 4 (repro.evaluation.latency)
     ablation: AblationConfig | None = None  # Table 3 (repro.evaluation.ablation)
+    length_tuning: LengthTuningConfig | None = None  # τ, γ on a dev grid (repro.train.length_tuning; None: not run)
     distractor: DistractorConfig | None = None  # Tables 9-10 (repro.evaluation.study)
     noise_robustness: NoiseRobustnessConfig | None = None  # Figure 5 (repro.evaluation.study)
     baselines: BaselinesConfig | None = None  # Table 2's VAR baselines (repro.baselines)

@@ -531,6 +531,17 @@ def ablation_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
                      grpo_problems(cfg, card) + evaluation.problems)
 
 
+def length_tuning_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
+    """One GRPO run of `length_tuning.max_steps` steps per (τ, γ), one after another; each run's checkpoints are
+    deleted once its dev score is read, so the disk holds one run's at a time (D150)."""
+    lt, n = cfg.length_tuning, node_gpus(cfg)
+    pairs = len(lt.tau) * len(lt.gamma)
+    wall, steps = grpo_wall(cfg, a, lt.max_steps)
+    total = a.stage_start + pairs * wall
+    return StageCost("length_tuning", n, total, total * n, grpo_disk(cfg), grpo_memory(cfg, card),
+                     f"{pairs} GRPO runs of {steps:,} steps", GRPO_HINT, grpo_problems(cfg, card))
+
+
 def agentic_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
     """Each agent without and with the extractor: `max_actions` searches and a final turn per item, the context
     growing by a turn and an observation each time; with the extractor, one extraction per search."""
@@ -615,7 +626,8 @@ STAGES: list[tuple[str, Callable[[Profile, Assumptions, float], StageCost]]] = [
     ("fetch", fetch_stage), ("data", data_stage), ("train", train_stage), ("qa_generator", qa_generator_stage),
     ("filco", filco_stage), ("seer", seer_stage), ("evaluation", main_comparison_stage),
     ("distractor", distractor_stage), ("noise_robustness", noise_stage), ("latency", latency_stage),
-    ("ablation", ablation_stage), ("agentic", agentic_stage), ("ar_study", ar_train_stage), ("ar_study", ar_stage),
+    ("ablation", ablation_stage), ("length_tuning", length_tuning_stage), ("agentic", agentic_stage),
+    ("ar_study", ar_train_stage), ("ar_study", ar_stage),
     ("data", light_stage),
 ]  # (the profile section a stage needs, its cost)
 

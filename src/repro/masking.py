@@ -14,6 +14,10 @@ by an assistant turn that already holds the (masked) response and opens the answ
 What a masked span becomes is `mask_mode` (D6): "empty_tags" removes the content and keeps its tags and the
 "Passages:" label (default); "drop" removes tags/label too; "placeholder" puts MASK_PLACEHOLDER in its place.
 The instruction text is never changed.
+
+The other reading of #14 (`prompt="table11"`, `rewards.masked_answer_prompt`, D148): each context is Table 11's QA
+prompt, whose `{document}` holds the parts Eq. 4 leaves visible (P and r for o_r, e for o_e), and the model answers
+after "Answer:" with nothing prefilled; o_e is then exactly the QA generator's input at inference, M_G(q, e).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from repro import prompts
 
 MaskMode = Literal["empty_tags", "drop", "placeholder"]
 MASK_MODES: tuple[str, ...] = ("empty_tags", "drop", "placeholder")
+AnswerPrompt = Literal["table14", "table11"]
+ANSWER_PROMPTS: tuple[str, ...] = ("table14", "table11")
 MASK_PLACEHOLDER = "[masked]"
 TARGETS = ("rationale", "evidence", "full")  # o_r, o_e, o_f; the same order as repro.rewards.ANSWER_KEYS
 
@@ -100,6 +106,14 @@ def user_prompt(question: str, passages: str, target: str, mode: MaskMode = "emp
     return text.removesuffix("\nPassages: ") if mode == "drop" else text.rstrip(" ")
 
 
+def qa_document(passages: str, rationale: str, evidence: str, target: str) -> str:
+    """Table 11's `{document}` for `target` (D148): the parts of (P, r, e) that Eq. 4 leaves visible to it, in that
+    order, one per line; an empty part is left out."""
+    hidden = _MASKED_SPANS[_check_target(target)]
+    parts = {"passages": passages, "rationale": rationale, "evidence": evidence}
+    return "\n".join(text for span, text in parts.items() if span not in hidden and text)
+
+
 def knowledge_masked_contexts(
     question: str,
     passages: str | Sequence[prompts.Passage],
@@ -108,14 +122,22 @@ def knowledge_masked_contexts(
     mode: MaskMode = "empty_tags",
     prefill_answer_tag: bool = True,
     system: str | None = prompts.DEFAULT_SYSTEM_PROMPT,
+    prompt: AnswerPrompt = "table14",
 ) -> dict[str, AnswerContext]:
     """The three contexts of Eq. 4 for one sampled response (q, P, r, e), keyed "rationale" (o_r),
     "evidence" (o_e) and "full" (o_f). `passages` is the formatted passages string or the passages
     themselves (formatted with repro.prompts.format_passages); `rationale` and `evidence` are the texts
-    inside <reason> and <extract> (see repro.tags)."""
+    inside <reason> and <extract> (see repro.tags). `prompt="table11"` builds Table 11's QA prompt over
+    `qa_document` instead, with nothing prefilled; `mode` and `prefill_answer_tag` then have no effect (D148)."""
     if not isinstance(rationale, str) or not isinstance(evidence, str):
         raise TypeError("rationale and evidence must be strings (use '' for an empty span)")
+    _check_mode(mode)
     formatted = passages if isinstance(passages, str) else prompts.format_passages(passages)
+    if prompt == "table11":
+        return {target: AnswerContext(target, tuple(prompts.chat_messages(prompts.rag_qa_prompt(
+            question, qa_document(formatted, rationale, evidence, target)), system)), "") for target in TARGETS}
+    if prompt != "table14":
+        raise ValueError(f"prompt must be one of {list(ANSWER_PROMPTS)}, got {prompt!r}")
     return {
         target: AnswerContext(
             target=target,

@@ -90,10 +90,11 @@ def evidence_length_reward(L_e: float, L_P: float, gamma: float, omega: float = 
     return float(max(base, 0.0) ** gamma)
 
 
-def format_reward(response: str) -> float:
+def format_reward(response: str, check: str = "strict") -> float:
     """R^fmt: 1.0 iff the response is exactly <reason>…</reason><extract>…</extract><answer>…</answer>
-    (the strict check of repro.tags, D18), else 0.0."""
-    return float(tags.is_well_formatted(response))
+    (`check="strict"`, D18), or holds those tags once each, in order, around non-blank text, whatever text without
+    tags surrounds them (`check="lenient"`, D147; repro.tags.is_well_formatted), else 0.0."""
+    return float(tags.is_well_formatted(response, check=check))
 
 
 class AnswerRewards(NamedTuple):
@@ -215,7 +216,8 @@ def score_response(
     """All rewards of one sampled response. `response` is the policy's <reason>…<extract>…<answer>… text,
     `outputs` the answers (o_r, o_e, o_f) generated from the three contexts of repro.masking, and
     `passages_length` L_P in `cfg.length_unit`. The rationale and evidence are read leniently, so a
-    malformed response still gets its answer and length rewards; only R^fmt drops to 0 (D18)."""
+    malformed response still gets its answer and length rewards; only R^fmt drops to 0 (D18), under the check
+    `cfg.format_check` (D147)."""
     if len(outputs) != 3:
         raise ValueError(f"expected the outputs (o_r, o_e, o_f), got {len(outputs)}")
     L_r = metrics.text_length(tags.extract_rationale(response), cfg.length_unit, tokenizer)
@@ -223,7 +225,7 @@ def score_response(
     answer = answer_rewards(*outputs, golden_answers)
     r_len = rationale_length_reward(L_r, L_e, cfg.tau)
     e_len = evidence_length_reward(L_e, passages_length, cfg.gamma, cfg.omega)
-    fmt = format_reward(response)
+    fmt = format_reward(response, cfg.format_check)
     total = final_reward(answer, (r_len, e_len), fmt, cfg.weights, cfg.answer_subset)
     return RewardBreakdown(answer, r_len, e_len, fmt, total, L_r, L_e, float(passages_length))
 

@@ -1,8 +1,9 @@
 """The response format `<reason>r</reason><extract>e</extract><answer>o</answer>` (§3.1-3.2).
 
 Two readers, on purpose different:
-- `is_well_formatted` is the strict check behind the format reward R^fmt (D18): exactly one of each tag pair,
-  in that order, non-empty contents, and nothing but whitespace outside the tags.
+- `is_well_formatted` is the check behind the format reward R^fmt: exactly one of each tag pair, in that order,
+  non-empty contents, and nothing but whitespace outside the tags (`check="strict"`, D18); `check="lenient"` also
+  tolerates text without tags before, between and after the parts (`rewards.format_check`, D147).
 - `parse_response`, `extract_rationale`, `extract_evidence` and `extract_answer` are lenient readers for
   evaluation and for the other rewards: at inference generation stops at `</extract>` (which the engine
   may or may not return), and a malformed response must still yield the best available text (D9).
@@ -22,6 +23,15 @@ _STRICT = re.compile(
 _STRICT_NO_ANSWER = re.compile(
     r"\s*<reason>(?P<reason>.*?)</reason>\s*<extract>(?P<extract>.*?)</extract>\s*", re.DOTALL
 )
+_FREE = r"(?:(?!</?(?:reason|extract|answer)>).)*"  # any text that holds none of the six tags
+_LENIENT = re.compile(
+    rf"{_FREE}<reason>(?P<reason>{_FREE})</reason>{_FREE}<extract>(?P<extract>{_FREE})</extract>{_FREE}"
+    rf"<answer>(?P<answer>{_FREE})</answer>{_FREE}", re.DOTALL
+)
+_LENIENT_NO_ANSWER = re.compile(
+    rf"{_FREE}<reason>(?P<reason>{_FREE})</reason>{_FREE}<extract>(?P<extract>{_FREE})</extract>{_FREE}", re.DOTALL
+)
+FORMAT_CHECKS = ("strict", "lenient")
 
 
 def _check_text(text: str) -> str:
@@ -30,12 +40,19 @@ def _check_text(text: str) -> str:
     return text
 
 
-def is_well_formatted(response: str, with_answer: bool = True) -> bool:
-    """True iff `response` is exactly `<reason>…</reason><extract>…</extract><answer>…</answer>` (whitespace
-    allowed between and around the parts), each tag pair appears once and encloses non-blank text.
-    `with_answer=False` checks the inference form that ends at `</extract>`."""
+def is_well_formatted(response: str, with_answer: bool = True, check: str = "strict") -> bool:
+    """`check="strict"` (D18): True iff `response` is exactly
+    `<reason>…</reason><extract>…</extract><answer>…</answer>` (whitespace allowed between and around the parts),
+    each tag pair appears once and encloses non-blank text.
+    `check="lenient"` (D147): the same tags, once each, in that order, around non-blank text, with any text that holds
+    no tag before, between and after them. `with_answer=False` checks the inference form that ends at `</extract>`."""
     _check_text(response)
     tags = TAGS if with_answer else TAGS[:2]
+    if check == "lenient":
+        match = (_LENIENT if with_answer else _LENIENT_NO_ANSWER).fullmatch(response)
+        return match is not None and all(match.group(t).strip() for t in tags)
+    if check != "strict":
+        raise ValueError(f"format check must be one of {list(FORMAT_CHECKS)}, got {check!r}")
     match = (_STRICT if with_answer else _STRICT_NO_ANSWER).fullmatch(response)
     if match is None:
         return False

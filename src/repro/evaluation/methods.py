@@ -41,6 +41,7 @@ class Method:
     label: str  # column name in our tables
     group: str  # WR (without refinement), VAR (vanilla), RAR (rational refinement)
     paper_method: str | None  # the method's name in data/paper (None: not in the paper)
+    tagged: bool = False  # a RationalExtractor: evidence read from `<extract>`, else the untagged output (D9)
 
 
 METHODS = {m.key: m for m in [
@@ -51,9 +52,9 @@ METHODS = {m.key: m for m in [
     Method("llmlingua2_standin", "LLMLingua-2 (untrained stand-in)", "VAR", "LLMLingua-2"),
     Method("recomp", "RECOMP", "VAR", "RECOMP"),
     Method("cot", "CoT", "RAR", "CoT"),
-    Method("prompted_extractor", "Prompted extraction", "RAR", None),
-    Method("eviomni", "EviOmni", "RAR", "EviOmni"),
-    Method("eviomni_released", "EviOmni (released)", "RAR", "EviOmni"),
+    Method("prompted_extractor", "Prompted extraction", "RAR", None, tagged=True),
+    Method("eviomni", "EviOmni", "RAR", "EviOmni", tagged=True),
+    Method("eviomni_released", "EviOmni (released)", "RAR", "EviOmni", tagged=True),
     Method("filco", "FilCo", "VAR", "FilCo"),
     Method("seer", "SEER", "VAR", "SEER"),
 ]}
@@ -127,7 +128,7 @@ def build_refiner(key: str, cfg: Profile, pool: ModelPool, params: GenerationPar
     if METHODS[key].group == "VAR":
         return build_baseline(key, cfg)
     generator, model_id = pool.get(extractor_model(key, cfg))
-    return (ChainOfThought if key == "cot" else RationalExtractor)(generator, model_id, params)
+    return (RationalExtractor if METHODS[key].tagged else ChainOfThought)(generator, model_id, params)
 
 
 def trained_baseline(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> Refiner:

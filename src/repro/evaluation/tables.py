@@ -5,7 +5,10 @@
     tests = compare_methods(files, pairs)     # paired tests per dataset on the same items (repro.stats)
 
 EM and F1 are reported ×100 like the paper. CR is reported two ways (D14): the mean of per-item ratios
-("CR", the paper's column) and the ratio of summed lengths ("CR (ratio of sums)"); Zero has none.
+("CR", the paper's column) and the ratio of summed lengths ("CR (ratio of sums)"); Zero has none. For the methods
+that read their evidence from `<extract>` (the rational extractors), "untagged evidence" counts the items whose output
+held no `<extract>` and whose untagged text went to the generator as the evidence (D9's fallback), with its share in
+percent; the other methods have none.
 """
 
 from __future__ import annotations
@@ -23,12 +26,21 @@ from repro.evaluation.records import read_records
 from repro.metrics import corpus_compression_ratio
 
 METRICS = ("EM", "F1", "CR", "CR (ratio of sums)")
-SUMMARY_COLUMNS = ("dataset", "method", "group", "n", *METRICS, "empty evidence", "evidence tokens", "passage tokens")
+SUMMARY_COLUMNS = ("dataset", "method", "group", "n", *METRICS, "empty evidence", "untagged evidence",
+                   "untagged evidence (%)", "evidence tokens", "passage tokens")
 TEST_COLUMNS = ("dataset", "a", "b", "metric", "test", "n", "effect", "ci_low", "ci_high", "p_value", "p_holm")
 
 
-def summarize(records: Sequence[dict]) -> dict:
-    """Corpus scores of one prediction file."""
+def untagged_evidence(records: Sequence[dict]) -> int:
+    """Items whose extractor output (`raw_output`, or the evidence itself when the two are equal) holds no `<extract>`
+    while the generator got a non-empty evidence: the text after `</reason>` or the whole output, which D9's lenient
+    reader passes on. An output cut off inside `<reason>` gives an empty evidence and is counted as such instead."""
+    return sum(1 for r in records if r["evidence"] and "<extract>" not in (r.get("raw_output") or r["evidence"]))
+
+
+def summarize(records: Sequence[dict], tagged: bool = False) -> dict:
+    """Corpus scores of one prediction file; with `tagged` (a rational extractor's file), also the untagged
+    evidence count and percentage."""
     if not records:
         raise ValueError("no records")
     with_evidence = [r for r in records if r["evidence_tokens"] is not None]
@@ -36,8 +48,11 @@ def summarize(records: Sequence[dict]) -> dict:
         raise ValueError("either every record has evidence or none (Zero)")
     row = {"n": len(records), "EM": 100 * np.mean([r["em"] for r in records]),
            "F1": 100 * np.mean([r["f1"] for r in records]), "CR": math.nan, "CR (ratio of sums)": math.nan,
-           "empty evidence": 0, "evidence tokens": math.nan, "passage tokens": np.mean([r["passage_tokens"]
-                                                                                      for r in records])}
+           "empty evidence": 0, "untagged evidence": math.nan, "untagged evidence (%)": math.nan,
+           "evidence tokens": math.nan, "passage tokens": np.mean([r["passage_tokens"] for r in records])}
+    if tagged:
+        untagged = untagged_evidence(records)
+        row.update({"untagged evidence": untagged, "untagged evidence (%)": 100 * untagged / len(records)})
     if with_evidence:
         cr = corpus_compression_ratio([[r["passage_tokens"]] for r in records], [r["evidence_tokens"] for r in records])
         row.update({"CR": cr.mean_per_item, "CR (ratio of sums)": cr.ratio_of_sums,
@@ -59,7 +74,7 @@ def summarize_files(files: pd.DataFrame, where: str | None = None) -> pd.DataFra
         if records:
             method = METHODS[entry["method"]]
             rows.append({"dataset": entry["dataset"], **{c: entry[c] for c in extra}, "method": method.label,
-                         "group": method.group, **summarize(records)})
+                         "group": method.group, **summarize(records, method.tagged)})
     return pd.DataFrame(rows, columns=[SUMMARY_COLUMNS[0], *extra, *SUMMARY_COLUMNS[1:]])
 
 

@@ -10,9 +10,19 @@
 - `callbacks`  per-step log and model selection on the dev split
 - `logs`       the log files (`train_log.jsonl`, `dev_eval.jsonl`) and their reader
 - `run`        `train_extractor(cfg)`: one call per training run (resumable), exported selected extractor
+- `length_tuning` the optional stage that picks τ and γ on a dev grid, one short run per pair (D150)
+
+The names below are imported on first use, so that a stage that needs none of them (`length_tuning` without a grid)
+does not load torch and TRL.
 """
 
-from repro.train.logs import read_log
-from repro.train.run import TrainRun, fit, train_extractor, train_in_process
+from importlib import import_module
 
-__all__ = ["TrainRun", "fit", "read_log", "train_extractor", "train_in_process"]
+_EXPORTS = {"TrainRun": "run", "fit": "run", "train_extractor": "run", "train_in_process": "run", "read_log": "logs"}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(import_module(f"repro.train.{_EXPORTS[name]}"), name)
+    raise AttributeError(f"module 'repro.train' has no attribute {name!r}")

@@ -41,16 +41,18 @@ def expected_random_recall(row: dict) -> float:
     return float(np.mean([metrics.answer_recall(s.sentence, row["golden_answers"]) for s in sentences]))
 
 
-def recall_items(rows: Sequence[dict], rollouts: Sequence[str], seed: int) -> pd.DataFrame:
+def recall_items(rows: Sequence[dict], rollouts: Sequence[str], seed: int, format_check: str = "strict"
+                 ) -> pd.DataFrame:
     """Per question: the policy's evidence and the random sentence, their AR, the expected random AR, and whether
-    the rollout has the exact format (R^fmt)."""
+    the rollout passes R^fmt's check `format_check` (`rewards.format_check`, D147)."""
     if len(rows) != len(rollouts):
         raise ValueError(f"{len(rows)} questions but {len(rollouts)} rollouts")
     items = []
     for row, rollout in zip(rows, rollouts):
         drawn = random_sentence(row["passages"], str(row["id"]), seed)
         evidence, sentence = policy_evidence(rollout), drawn.sentence if drawn else ""
-        items.append({"id": str(row["id"]), "rollout": rollout, "well_formatted": tags.is_well_formatted(rollout),
+        items.append({"id": str(row["id"]), "rollout": rollout,
+                      "well_formatted": tags.is_well_formatted(rollout, check=format_check),
                       "evidence_policy": evidence, "evidence_random": sentence,
                       "ar_policy": metrics.answer_recall(evidence, row["golden_answers"]),
                       "ar_random": metrics.answer_recall(sentence, row["golden_answers"]),
@@ -76,7 +78,9 @@ def compare_recall(items: pd.DataFrame, seed: int = 0) -> dict:
             "words_random": float(items["evidence_random"].str.split().str.len().mean())}
 
 
-def warmup_recall_check(rows: Sequence[dict], rollouts: Sequence[str], seed: int) -> RecallCheck:
-    """The check on the starting policy's greedy `rollouts` of the held-out `rows` (`repro.train.heldout`)."""
-    items = recall_items(rows, rollouts, seed)
+def warmup_recall_check(rows: Sequence[dict], rollouts: Sequence[str], seed: int, format_check: str = "strict"
+                        ) -> RecallCheck:
+    """The check on the starting policy's greedy `rollouts` of the held-out `rows` (`repro.train.heldout`); its format
+    rate under `format_check` (`rewards.format_check`, D147)."""
+    items = recall_items(rows, rollouts, seed, format_check)
     return RecallCheck(items, compare_recall(items, seed))

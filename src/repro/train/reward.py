@@ -112,5 +112,6 @@ class EviOmniReward:
             log_metric(f"eviomni/reward_{self.design.name}", float(np.mean(values)))
             log_metric("eviomni/em_full", float(np.mean([metrics.exact_match(parse_rollout(t).answer, g)
                                                          for t, g in zip(texts, golden_answers, strict=True)])))
-            log_metric("eviomni/reward_format", float(np.mean([rewards.format_reward(t) for t in texts])))
+            log_metric("eviomni/reward_format",
+                       float(np.mean([rewards.format_reward(t, self.cfg.format_check) for t in texts])))
         return values

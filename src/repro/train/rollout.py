@@ -48,10 +48,12 @@ def masked_targets(answer_subset: Sequence[str]) -> tuple[str, ...]:
 def answer_contexts(
     question: str, passages: str, rollout: Rollout, targets: Sequence[str], cfg: RewardsConfig
 ) -> list[masking.AnswerContext]:
-    """The Eq. 4 contexts of `targets` (a subset of MASKED_TARGETS) for one rollout."""
+    """The Eq. 4 contexts of `targets` (a subset of MASKED_TARGETS) for one rollout: Table 14 continued (D7) or
+    Table 11's QA prompt (D148), as `cfg.masked_answer_prompt` says."""
     unknown = sorted(set(targets) - set(MASKED_TARGETS))
     if unknown:
         raise ValueError(f"only the masked answers {list(MASKED_TARGETS)} get new contexts, got {unknown}")
-    contexts = masking.knowledge_masked_contexts(
-        question, passages, rollout.rationale, rollout.evidence, cfg.mask_mode, cfg.prefill_answer_tag)
+    contexts = masking.knowledge_masked_contexts(question, passages, rollout.rationale, rollout.evidence,
+                                                 cfg.mask_mode, cfg.prefill_answer_tag,
+                                                 prompt=cfg.masked_answer_prompt)
     return [contexts[t] for t in targets]

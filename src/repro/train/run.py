@@ -7,8 +7,10 @@ A run directory (default `data/<profile>/train/eviomni`) holds
     extractor/                       the selected checkpoint as a plain model directory (model + tokenizer),
                                      loadable by repro.generation like any other extractor (with `train.lora`,
                                      the checkpoints hold adapters: the selected one is merged into the policy)
-    selection.json                   which step was selected, on which metric, with which value
-    run_config.json                  everything the run depends on, with its fingerprint
+    selection.json                   which step was selected, on which metric, with which value (or that no dev
+                                     metric existed and the last step was exported)
+    run_config.json                  everything the run depends on, with its fingerprint (and how many training
+                                     questions `train.require_answer_in_passages` dropped)
 
 The policy starts from `repro.train.warmup.starting_policy(cfg)`: `models.extractor`, or its format warm-up on the
 CPU profiles (D90). Re-running with the same configuration resumes from the last checkpoint (a killed run continues
@@ -21,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -46,7 +49,7 @@ from repro.nli import NLIScorer
 from repro.rewards import REWARD_DESIGNS
 from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
 from repro.train.checkpoints import TRAINER_STATE, last_checkpoint, recorded_fingerprint
-from repro.train.data import split_rows
+from repro.train.data import split_rows, training_rows
 from repro.train.lora_policy import peft_config
 from repro.train.reward import EviOmniReward
 from repro.train.trainer import EviOmniTrainer
@@ -174,13 +177,23 @@ def export_checkpoint(checkpoint: Path, out: Path, dtype: str | None = None) -> 
     shutil.rmtree(old, ignore_errors=True)
 
 
+def selected_step(state: TrainerState, metric: str) -> tuple[int, str]:
+    """The step to export and how it was chosen: the best dev score of `metric`, or, when the run has none
+    (`state.best_metric` None or NaN: no checkpoint was scored on dev), the last step, saying so."""
+    if state.best_metric is not None and math.isfinite(state.best_metric) and state.best_global_step:
+        return state.best_global_step, f"best dev {metric} = {state.best_metric:.4g}"
+    return state.global_step, f"last step: no dev {metric} was recorded (best_metric = {state.best_metric})"
+
+
 def _export_selected(state: TrainerState, run: TrainRun, metric: str, dtype: str) -> None:
-    step = state.best_global_step or state.global_step
+    step, selected_by = selected_step(state, metric)
     checkpoint = run.checkpoints / f"checkpoint-{step}"
     export_checkpoint(checkpoint, run.extractor, dtype)
-    write_json(run.selection_file, {"metric": metric, "value": state.best_metric, "step": step,
+    value = state.best_metric if state.best_metric is not None and math.isfinite(state.best_metric) else None
+    write_json(run.selection_file, {"metric": metric, "value": value, "step": step, "selected_by": selected_by,
                                     "checkpoint": str(checkpoint), "extractor": str(run.extractor),
                                     "last_step": state.global_step})
+    print(f"{run.root}: exported checkpoint-{step} of {state.global_step} steps ({selected_by})", flush=True)
 
 
 def _finished_state(checkpoint: str | None) -> TrainerState | None:
@@ -193,9 +206,10 @@ def _finished_state(checkpoint: str | None) -> TrainerState | None:
 
 def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_rows: Sequence[dict], *,
                   answer_subset: Sequence[str] | None = None, max_steps: int | None = None, progress: bool = True,
-                  callbacks: Sequence[TrainerCallback] = ()) -> EviOmniTrainer:
+                  callbacks: Sequence[TrainerCallback] = (), train_questions: dict | None = None) -> EviOmniTrainer:
     """The trainer of a run on `train_rows`, selecting on `dev_rows` (rows of repro.train.data); clears the run
-    directory first if it holds a run of another configuration."""
+    directory first if it holds a run of another configuration. `train_questions` (from
+    repro.train.data.training_rows: how many questions the filter of D149 dropped) goes into run_config.json."""
     train, rewards_cfg = _train_config(cfg, max_steps), _rewards_config(cfg, answer_subset)
     model_path = starting_policy(cfg, progress=progress)
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
@@ -203,7 +217,7 @@ def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_r
     config = {"profile": cfg.name, "seed": cfg.seed, "extractor": cfg.models.extractor, "dtype": cfg.models.dtype,
               "train": dataclasses.asdict(train), "rewards": dataclasses.asdict(rewards_cfg),
               "train_rows": fingerprint(list(train_rows)), "dev_rows": fingerprint(list(dev_rows)),
-              "processes": args.world_size}
+              "processes": args.world_size, "train_questions": train_questions}
     _prepare_run_dir(run, config, args.process_index == 0)
     trainer = EviOmniTrainer(
         model=model_path, reward_funcs=[EviOmniReward(rewards_cfg, tokenizer, nli_scorer(cfg, rewards_cfg))],
@@ -220,10 +234,10 @@ def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_r
 
 def fit(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_rows: Sequence[dict], *,
         answer_subset: Sequence[str] | None = None, max_steps: int | None = None, progress: bool = True,
-        callbacks: Sequence[TrainerCallback] = ()) -> TrainRun:
+        callbacks: Sequence[TrainerCallback] = (), train_questions: dict | None = None) -> TrainRun:
     """Train (resuming from the run's last checkpoint if there is one) and export the selected extractor."""
     trainer = build_trainer(cfg, run, train_rows, dev_rows, answer_subset=answer_subset, max_steps=max_steps,
-                            progress=progress, callbacks=callbacks)
+                            progress=progress, callbacks=callbacks, train_questions=train_questions)
     checkpoint = last_checkpoint(run.checkpoints)
     state = _finished_state(checkpoint)
     if state is None:
@@ -240,10 +254,14 @@ def train_in_process(cfg: Profile, root: str | Path | None = None, *, answer_sub
     """Train on the profile's train split and select on its dev split, in this process."""
     train = _train_config(cfg, max_steps)
     tokenizer = AutoTokenizer.from_pretrained(resolve(cfg.models.extractor, cfg.name))
-    train_rows = split_rows(cfg, "train", tokenizer, train.max_train_questions)
+    rows, questions = training_rows(cfg, tokenizer)
+    if questions["require_answer_in_passages"]:
+        print(f"train.require_answer_in_passages: dropped {questions['dropped']} of {questions['questions']} "
+              f"training questions whose top-k passages hold no golden answer", flush=True)
     dev_rows = split_rows(cfg, "dev", tokenizer, train.dev_max_questions)
     run = TrainRun(Path(root) if root is not None else layout.train_run_dir(cfg.name))
-    return fit(cfg, run, train_rows, dev_rows, answer_subset=answer_subset, max_steps=max_steps, progress=progress)
+    return fit(cfg, run, rows, dev_rows, answer_subset=answer_subset, max_steps=max_steps, progress=progress,
+               train_questions=questions)
 
 
 def write_profile(cfg: Profile, path: Path) -> None:
