@@ -1,10 +1,13 @@
-"""Search-R1's text protocol and the context-aware query, against the upstream behaviour."""
+"""Search-R1's text protocol and the context-aware query, against the upstream behaviour; Eval-RAR's `<evaluate>`
+blocks read from hand-written turns (its App. A.3 case study)."""
 
 import pytest
 
-from repro.agentic.actions import (INVALID_ACTION_MESSAGE, Action, cut_response, final_answer, format_documents,
-                                   information_block, parse_action, step_reasoning)
+from repro.agentic.actions import (ACTION_STOPS, INVALID_ACTION_MESSAGE, SEARCH_R1, Action, cut_evaluation,
+                                   cut_response, eval_rar_protocol, evaluation_blocks, evaluation_text, final_answer,
+                                   format_documents, information_block, parse_action, step_reasoning)
 from repro.agentic.extractor import compose_query
+from repro.prompts import EVAL_RAR_TEMPLATE, SEARCH_R1_TEMPLATE
 
 DOCS = [{"id": "7", "contents": '"Garajonay National Park"\nGarajonay National Park is located on La Gomera.'},
         {"id": "9", "contents": '"Teide National Park"\nTeide National Park is a national park in Tenerife.'}]
@@ -72,3 +75,54 @@ def test_composed_query_holds_question_reasoning_and_sub_query():
     assert query == ("Where is Teide?\n<think> I need the park's location. </think>\n"
                      "<search> Teide National Park location </search>")
     assert compose_query("Where is Teide?", "  ", "Teide") == "Where is Teide?\n<search> Teide </search>"
+
+
+# Eval-RAR's case study (seed 003, App. A.3), as the agent's turns after each observation.
+NIXON_TURN_2 = ("<evaluate>From the information gathered, the target person delivering the Checkers speech is Richard "
+                "Nixon. Now, the main concern is to find the death date of Richard Nixon.</evaluate>\n\n"
+                "<search>When did Richard Nixon die</search>")
+NIXON_TURN_3 = ("<evaluate> With the target person identified as Richard Nixon and the date of death confirmed, we can "
+                "now answer the target question.</evaluate>\n\n<answer>April 22, 1994</answer>")
+
+
+def test_an_evaluation_block_stays_in_the_turn_and_the_action_after_it_is_read():
+    assert "</evaluate>" not in ACTION_STOPS  # an evaluation does not end the turn: its action follows it
+    assert cut_response(NIXON_TURN_2 + "\n\n<information>invented</information>") == NIXON_TURN_2
+    assert parse_action(NIXON_TURN_2) == Action("search", "When did Richard Nixon die")
+    assert cut_response(NIXON_TURN_3 + " more") == NIXON_TURN_3
+    assert parse_action(NIXON_TURN_3) == Action("answer", "April 22, 1994")
+    # the stops act wherever they are, as token stops do: an answer written inside the evaluation ends the turn
+    inside = "<evaluate> The answer is <answer> April 22, 1994 </answer> as Doc 1 says. </evaluate>"
+    assert cut_response(inside) == "<evaluate> The answer is <answer> April 22, 1994 </answer>"
+    assert parse_action(cut_response(inside)) == Action("answer", "April 22, 1994")
+
+
+def test_evaluation_blocks_are_eq3s_ordered_segments_and_y_eval_their_concatenation():
+    completion = ("<think>I need the speaker first.</think>\n<search>When did the person who gave the Checkers "
+                  "speech die</search>" + NIXON_TURN_2 + NIXON_TURN_3)
+    assert evaluation_blocks(completion) == [
+        "From the information gathered, the target person delivering the Checkers speech is Richard Nixon. Now, the "
+        "main concern is to find the death date of Richard Nixon.",
+        "With the target person identified as Richard Nixon and the date of death confirmed, we can now answer the "
+        "target question."]
+    assert evaluation_text(completion) == "\n".join(evaluation_blocks(completion))
+    assert final_answer(completion) == "April 22, 1994"
+    assert evaluation_blocks("<evaluate> unclosed <search>x</search>") == []  # only complete blocks count
+    assert evaluation_text("no evaluation") == ""
+
+
+def test_a_separate_evaluation_is_cut_after_its_closing_tag():
+    assert cut_evaluation("<evaluate> Nixon died in 1994. </evaluate>\n<search> x </search>") == \
+        "<evaluate> Nixon died in 1994. </evaluate>"
+    assert cut_evaluation("<evaluate> ran out of tokens") == "<evaluate> ran out of tokens"
+
+
+def test_protocols_differ_in_the_prompt_and_the_evaluation_step():
+    assert SEARCH_R1.prompt("who wrote hamlet") == SEARCH_R1_TEMPLATE.format(question="who wrote hamlet?")
+    assert SEARCH_R1.evaluation is None
+    protocol = eval_rar_protocol()
+    assert protocol.prompt(" who wrote hamlet? ") == EVAL_RAR_TEMPLATE.format(question="who wrote hamlet?")
+    assert (protocol.name, protocol.evaluation, eval_rar_protocol("separate").evaluation) == \
+        ("eval_rar", "in_turn", "separate")
+    with pytest.raises(ValueError, match="in_turn"):
+        eval_rar_protocol("after")

@@ -1,11 +1,12 @@
-"""The agent loop (Search-R1 protocol + Algorithm 2). A scripted policy decides the agent's turns, for control
-flow only; retrieval (BM25 over a small corpus) and the extractor (the ci model, the tiny random Llama) are
-real and wrapped in spies that record their calls."""
+"""The agent loop (Search-R1 protocol + Algorithm 2, and Eval-RAR's protocol). A scripted policy decides the agent's
+turns, for control flow only; retrieval (BM25 over a small corpus) and the extractor (the ci model, the tiny random
+Llama) are real and wrapped in spies that record their calls."""
 
 import pytest
 from transformers import AutoTokenizer
 
-from repro.agentic.actions import INVALID_ACTION_MESSAGE, format_documents, information_block
+from repro.agentic.actions import (ACTION_STOPS, INVALID_ACTION_MESSAGE, eval_rar_protocol, format_documents,
+                                   information_block)
 from repro.agentic.extractor import EvidenceExtractor, compose_query
 from repro.agentic.loop import AgentSettings, agent_prompt, run_agent
 from repro.agentic.search import LocalSearch
@@ -14,6 +15,7 @@ from repro.data.corpus import PassageStore, make_contents
 from repro.generation import Generator
 from repro.generation.transformers_backend import TransformersGenerator
 from repro.io import write_jsonl
+from repro.prompts import chat_messages, eval_rar_prompt, render_chat
 from repro.retrieval.bm25 import BM25Retriever
 
 PAGES = {
@@ -33,10 +35,11 @@ class ScriptedPolicy(Generator):
     """Answers each item's turns from a script (found by its question in the prompt); records every call."""
 
     def __init__(self, script: dict[str, list[str]]):
-        self.script, self.calls, self.turn = script, [], dict.fromkeys(script, 0)
+        self.script, self.calls, self.stops, self.turn = script, [], [], dict.fromkeys(script, 0)
 
     def _generate(self, prompts, params):
         self.calls.append(list(prompts))
+        self.stops.append(params.stop)
         responses = []
         for prompt in prompts:
             question = next(q for q in self.script if q in prompt)
@@ -100,9 +103,9 @@ def extractor(extractor_model):
 SETTINGS = AgentSettings(max_actions=4, topk=2, max_new_tokens=16, max_obs_tokens=500)
 
 
-def run(script, items, tokenizer, search, extractor=None, settings=SETTINGS):
+def run(script, items, tokenizer, search, extractor=None, settings=SETTINGS, **kwargs):
     policy = ScriptedPolicy(script)
-    return policy, run_agent(items, policy, tokenizer, search, settings, extractor, progress=False)
+    return policy, run_agent(items, policy, tokenizer, search, settings, extractor, progress=False, **kwargs)
 
 
 def user_turn(messages):
@@ -232,3 +235,60 @@ def test_a_real_policy_runs_to_the_end(tokenizer, search, ci_model, extractor):
     trajectories = run_agent([TEIDE, MONA], ci_model, tokenizer, search, settings, extractor, progress=False)
     assert all(t.done and 1 <= len(t.turns) <= 3 for t in trajectories)
     assert all(t.turns[-1].final or t.turns[-1].action == "answer" for t in trajectories)
+
+
+def test_eval_rar_writes_its_evaluation_at_the_start_of_the_next_turn(tokenizer, search):
+    protocol = eval_rar_protocol("in_turn")
+    script = {CURIOUS["question"]: [
+        "<think> I need the singer first. </think>\n<search> Curious fragrance </search>",
+        "<evaluate> Curious is a fragrance by Britney Spears; her birthplace is missing. </evaluate>\n"
+        "<search> Britney Spears born </search>",
+        "<evaluate> Doc 1 says Britney Spears was born in McComb, Mississippi. </evaluate>\n"
+        "<answer> McComb, Mississippi </answer>"]}
+    policy, (trajectory,) = run(script, [CURIOUS], tokenizer, search, protocol=protocol)
+
+    assert trajectory.prompt == render_chat(tokenizer, chat_messages(eval_rar_prompt(CURIOUS["question"]), system=None))
+    assert "Provide your evaluation using <evaluate> and </evaluate>." in trajectory.prompt
+    assert policy.stops == [ACTION_STOPS] * 3  # no call of its own, and </evaluate> does not end a turn
+    assert search.calls == [(["Curious fragrance"], 2), (["Britney Spears born"], 2)]
+    first, second, third = trajectory.turns
+    assert second.response == script[CURIOUS["question"]][1]  # the block stays in the trajectory
+    assert policy.calls[2][0] == trajectory.prompt + first.response + first.observation + second.response + \
+        second.observation
+    assert trajectory.evaluations == ["Curious is a fragrance by Britney Spears; her birthplace is missing.",
+                                      "Doc 1 says Britney Spears was born in McComb, Mississippi."]
+    assert (trajectory.searches, trajectory.evaluated_searches, trajectory.evaluation_recall, trajectory.em) == \
+        (2, 2, 1.0, 1.0)
+    record = trajectory.to_record()
+    assert all("evaluation" not in turn for turn in record["turns"])  # the same record format as Search-R1's
+    assert Trajectory.from_record(record) == trajectory
+
+
+def test_eval_rars_separate_evaluation_step_follows_each_observation(tokenizer, search):
+    script = {CURIOUS["question"]: [
+        "<think> I need the singer first. </think>\n<search> Curious fragrance </search>",
+        "<evaluate> The singer is Britney Spears. </evaluate>\n<search> never run </search>",  # evaluation step
+        "\n<search> Britney Spears born </search>",
+        "<evaluate> She was born in McComb, Mississippi. </evaluate>",  # evaluation step
+        "<answer> McComb </answer>"]}
+    policy, (trajectory,) = run(script, [CURIOUS], tokenizer, search, protocol=eval_rar_protocol("separate"))
+
+    assert policy.stops == [ACTION_STOPS, ("</evaluate>",), ACTION_STOPS, ("</evaluate>",), ACTION_STOPS]
+    first, second, third = trajectory.turns
+    assert policy.calls[1][0] == trajectory.prompt + first.response + first.observation  # right after the documents
+    assert first.evaluation == "<evaluate> The singer is Britney Spears. </evaluate>"  # cut at its closing tag
+    assert policy.calls[2][0] == trajectory.prompt + first.response + first.observation + first.evaluation
+    assert search.calls == [(["Curious fragrance"], 2), (["Britney Spears born"], 2)]  # an evaluation is no action
+    assert third.evaluation is None and (trajectory.searches, len(trajectory.turns)) == (2, 3)
+    assert trajectory.evaluations == ["The singer is Britney Spears.", "She was born in McComb, Mississippi."]
+    assert trajectory.evaluated_searches == 2
+    # a wrong answer whose evaluations name the golden one: Eval-RAR's r_eval case (Eq. 4-5)
+    assert (trajectory.prediction, trajectory.em, trajectory.evaluation_recall) == ("McComb", 0.0, 1.0)
+    assert Trajectory.from_record(trajectory.to_record()) == trajectory
+
+
+def test_a_search_without_an_evaluation_after_it_is_counted(tokenizer, search):
+    script = {TEIDE["question"]: ["<search> Teide National Park </search>", "<answer> Tenerife </answer>"]}
+    _, (trajectory,) = run(script, [TEIDE], tokenizer, search, protocol=eval_rar_protocol())
+    assert (trajectory.searches, trajectory.evaluated_searches, trajectory.evaluations) == (1, 0, [])
+    assert (trajectory.em, trajectory.evaluation_recall) == (1.0, 0.0)

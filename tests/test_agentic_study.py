@@ -1,5 +1,6 @@
-"""The study's aggregation (EM, searches, CR over turns), Tables 5 and 6 beside the paper, item sampling and the
-case viewer, on trajectories written out turn by turn."""
+"""The study's aggregation (EM, searches, CR over turns, Eval-RAR's evaluations), Tables 5 and 6 beside the paper,
+item sampling, the paired tests over every pair of conditions and the case viewer, on trajectories written out turn by
+turn."""
 
 import contextlib
 import dataclasses
@@ -9,16 +10,20 @@ import numpy as np
 import pandas as pd
 import pytest
 from conftest import ROOT
+from statsmodels.stats.multitest import multipletests
 
-from repro.agentic.actions import INVALID_ACTION_MESSAGE, format_documents, information_block
+from repro.agentic.actions import INVALID_ACTION_MESSAGE, eval_rar_protocol, format_documents, information_block
 from repro.agentic.cases import case_html, case_kind, cases_html, pair_trajectories, pick_cases
 from repro.agentic import study
-from repro.agentic.study import (_record, compare_conditions, extractor_ref, model_label, paired_item_scores,
-                                 run_study, sample_items, summarize, table5_layout, table6_layout, trajectory_path)
+from repro.agentic.loop import agent_prompt
+from repro.agentic.study import (TRAJECTORY_FIELDS, _record, compare_conditions, condition_pairs, extractor_ref,
+                                 model_label, paired_item_scores, run_study, sample_items, summarize, table5_layout,
+                                 table6_layout, trajectory_path)
 from repro.agentic.trajectory import Trajectory, Turn
 from repro.config import ConfigError, load_profile
 from repro.generation import Generator
 from repro.generation import pool as pool_module
+from repro.evaluation.records import read_records
 from repro.io import write_jsonl
 
 DOC = {"id": "1", "contents": '"Britney Spears"\nSpears was born in McComb, Mississippi, the second child.',
@@ -80,11 +85,13 @@ def test_invalid_actions_and_unanswered_items_are_counted():
     assert np.isnan(summary["cr"])  # no search, nothing to compress
 
 
-def summary_frame(agent: str = "embedded:smollm2-135m-instruct") -> pd.DataFrame:
+def summary_frame(agent: str = "embedded:smollm2-135m-instruct", eval_rar: bool = False) -> pd.DataFrame:
+    runs = [("without", "fanoutqa", 10.0, np.nan, 1.5), ("with", "fanoutqa", 20.0, 8.0, 1.25),
+            ("without", "ovos-describe", 30.0, np.nan, 1.0), ("with", "ovos-describe", 50.0, 4.0, 0.5)]
+    if eval_rar:
+        runs += [("eval_rar", "fanoutqa", 40.0, np.nan, 2.0), ("eval_rar", "ovos-describe", 0.0, np.nan, 3.0)]
     rows = [{"agent": agent, "condition": c, "dataset": d, "em": em, "cr": cr, "avg_searches": s}
-            for c, d, em, cr, s in [("without", "fanoutqa", 10.0, np.nan, 1.5), ("with", "fanoutqa", 20.0, 8.0, 1.25),
-                                    ("without", "ovos-describe", 30.0, np.nan, 1.0),
-                                    ("with", "ovos-describe", 50.0, 4.0, 0.5)]]
+            for c, d, em, cr, s in runs]
     return pd.DataFrame(rows).assign(extractor="embedded:smollm2-135m-instruct")
 
 
@@ -103,6 +110,15 @@ def test_table5_layout_puts_the_paper_rows_beside_ours():
     assert (paper.loc["Search-R1-7B w/ EviOmni", "NQ EM"], paper.loc["Search-R1-7B w/ EviOmni", "Average CR"]) == \
         ("38.20", "9.08x")
     assert paper.loc["Search-R1-32B", "Average EM"] == "39.72"
+
+
+def test_the_eval_rar_condition_is_a_row_of_tables_5_and_6_without_compression():
+    table5 = table5_layout(summary_frame(eval_rar=True), load_profile("tiny")).set_index("model")
+    row = table5.loc["smollm2-135m-instruct (embedded) + Eval-RAR prompt"]
+    assert (row["FanOutQA EM"], row["FanOutQA CR"], row["Average EM"], row["Average CR"]) == \
+        ("40.00", "1.00x", "20.00", "1.00x")  # it reads the documents: CR 1 by definition
+    table6 = table6_layout(summary_frame(eval_rar=True), load_profile("tiny")).set_index("model")
+    assert table6.loc["smollm2-135m-instruct (embedded) + Eval-RAR prompt", "OVOS-describe (generated)"] == "3.00"
 
 
 def test_table6_layout_lists_average_searches():
@@ -235,10 +251,10 @@ def test_an_interrupted_study_resumes_with_the_unfinished_items_and_writes_what_
     agent_is(resumed)
     summary = run_study(cfg, tmp_path / "resumed", progress=False)
 
-    files = 2 * len(cfg.agentic.datasets)  # conditions x datasets of one agent
+    files = len(cfg.agentic.conditions) * len(cfg.agentic.datasets)  # conditions x datasets of one agent
     assert resumed.prompts == whole.prompts - 8 == files * 10 - 8  # only the unfinished items ran again
     pd.testing.assert_frame_equal(summary, expected)
-    for condition in ("without", "with"):
+    for condition in cfg.agentic.conditions:
         for dataset in cfg.agentic.datasets:
             paths = [trajectory_path(tmp_path / run, cfg.models.agents[0], condition, dataset)
                      for run in ("whole", "resumed")]
@@ -287,3 +303,93 @@ def test_an_agent_that_is_the_extractor_needs_the_extractors_options():
     cfg = dataclasses.replace(cfg, agentic=dataclasses.replace(cfg.agentic, agent_options={"dtype": "float32"}))
     with pytest.raises(ConfigError, match="both an agent and the extractor"):
         study.agentic_config(cfg)
+
+
+def evaluate_turn(text: str, action: str, content: str) -> Turn:
+    return Turn(response=f"<evaluate> {text} </evaluate>\n<{action}> {content} </{action}>", action=action,
+                content=content)
+
+
+def test_the_eval_rar_summary_counts_evaluated_searches_and_evaluation_recall():
+    """Item a evaluates its one search and names the answer there, then answers wrongly (Eval-RAR's r_eval case);
+    item b searches twice, evaluates only the second search (in the turn after it), names nothing, answers right."""
+    records = [_record(trajectory("a", [search_turn("Spears", None),
+                                        evaluate_turn("Doc 1: Spears was born in McComb, Mississippi.", "answer",
+                                                      "Louisiana")]), None),
+               _record(trajectory("b", [search_turn("Curious", None), search_turn("Spears", None),
+                                        evaluate_turn("Doc 1 names a town of Mississippi.", "answer",
+                                                      "McComb, Mississippi")]), None)]
+    summary = summarize(records, evaluates=True)
+    assert (summary["em"], summary["avg_searches"]) == (50.0, 1.5)
+    assert summary["evaluated_searches"] == pytest.approx(2 / 3)  # a's search and b's second of 3 searches
+    assert summary["evaluation_recall"] == 50.0  # only a's evaluation contains a golden answer
+    assert np.isnan(summary["cr"])
+    plain = summarize(records)
+    assert np.isnan(plain["evaluated_searches"]) and np.isnan(plain["evaluation_recall"])
+
+
+def write_runs(out_dir, agent: str, runs: dict[str, list[dict]], dataset: str = "fanoutqa") -> pd.DataFrame:
+    for condition, records in runs.items():
+        write_jsonl(trajectory_path(out_dir, agent, condition, dataset), records)
+    return pd.DataFrame([{"agent": agent, "dataset": dataset, "condition": c} for c in runs])
+
+
+def test_every_pair_of_three_conditions_is_tested_on_the_same_items_with_holm(tmp_path):
+    """Six items. EM: without right on 0-1, with on 0-3, eval_rar on 0, 4, 5; searches 2, 1 and 3 per item."""
+    agent = "embedded:smollm2-135m-instruct"
+    eval_rar_right = {0, 4, 5}
+    runs = {"without": [{"id": str(i), "em": int(i < 2), "searches": 2} for i in range(6)],
+            "with": [{"id": str(i), "em": int(i < 4), "searches": 1} for i in range(6)],
+            "eval_rar": [{"id": str(i), "em": int(i in eval_rar_right), "searches": 3} for i in reversed(range(6))]}
+    table = compare_conditions(write_runs(tmp_path, agent, runs), tmp_path, n_resamples=999)
+
+    pairs = list(dict.fromkeys(zip(table["baseline"], table["condition"])))
+    assert pairs == [("without", "with"), ("without", "eval_rar"), ("with", "eval_rar")]
+    assert len(table) == 3 * 5 and (table["n"] == 6).all()  # per pair: 3 tests on EM, 2 on searches
+    by_pair = {(r.baseline, r.condition): r for r in table[table["test"] == "McNemar (exact)"].itertuples()}
+    assert by_pair[("without", "with")].effect == pytest.approx(100 * 2 / 6)
+    assert by_pair[("without", "with")].p_value == pytest.approx(0.5)  # 2 discordant items, both one way
+    assert by_pair[("without", "eval_rar")].effect == pytest.approx(100 * 1 / 6)
+    assert by_pair[("without", "eval_rar")].p_value == pytest.approx(1.0)  # discordant 1 vs 2
+    assert by_pair[("with", "eval_rar")].effect == pytest.approx(-100 * 1 / 6)
+    assert by_pair[("with", "eval_rar")].p_value == pytest.approx(1.0)  # discordant 3 vs 2
+    searches = table[table["test"] == "paired bootstrap"].set_index(["baseline", "condition"])
+    assert searches.loc[("without", "eval_rar"), "effect"].tolist() == [pytest.approx(100 * 1 / 6), 1.0]
+    assert searches.loc[("with", "eval_rar"), "effect"].tolist()[1] == 2.0
+    expected = multipletests(table["p_value"], method="holm")[1]  # Holm across all pairs, metrics and tests
+    np.testing.assert_allclose(table["p_holm"], expected)
+    assert (table["p_holm"] >= table["p_value"]).all()
+
+
+def test_the_pairs_follow_the_conditions_run():
+    assert condition_pairs(["eval_rar", "without"]) == [("without", "eval_rar")]
+    assert condition_pairs(["with"]) == []
+    with pytest.raises(ValueError, match="nothing to compare"):
+        compare_conditions(pd.DataFrame([{"agent": "a", "dataset": "d", "condition": "with"}]), ".")
+
+
+def test_every_condition_runs_on_the_same_items_and_adding_one_reruns_only_it(study_cfg, tmp_path):
+    cfg, tokenizer, agent_is, _ = study_cfg
+    two = dataclasses.replace(cfg, agentic=dataclasses.replace(cfg.agentic, conditions=["without", "with"]))
+    three = dataclasses.replace(cfg, agentic=dataclasses.replace(cfg.agentic, conditions=["without", "with",
+                                                                                           "eval_rar"]))
+    agent_is(AnsweringAgent(tokenizer))
+    run_study(two, tmp_path / "out", progress=False)
+    added = AnsweringAgent(tokenizer)
+    agent_is(added)
+    summary = run_study(three, tmp_path / "out", progress=False)
+
+    datasets, agent = three.agentic.datasets, three.models.agents[0]
+    assert added.prompts == 10 * len(datasets)  # the other two conditions' trajectories were reused
+    assert list(summary["condition"]) == [c for c in ("without", "with", "eval_rar") for _ in datasets]
+    for dataset in datasets:
+        runs = {c: read_records(trajectory_path(tmp_path / "out", agent, c, dataset), TRAJECTORY_FIELDS)
+                for c in three.agentic.conditions}
+        assert len({tuple(r["id"] for r in records) for records in runs.values()}) == 1  # the same items
+        for condition, records in runs.items():
+            protocol = eval_rar_protocol() if condition == "eval_rar" else None
+            expected = [agent_prompt(tokenizer, r["question"], *([protocol] if protocol else [])) for r in records]
+            assert [r["prompt"] for r in records] == expected
+    eval_rar = summary[summary["condition"] == "eval_rar"]
+    assert (eval_rar["evaluation_recall"] == 0.0).all() and eval_rar["evaluated_searches"].isna().all()  # no search
+    assert summary[summary["condition"] != "eval_rar"]["evaluation_recall"].isna().all()

@@ -112,6 +112,27 @@ def test_backend_options_are_checked_against_the_backend_at_load_time(tmp_path):
         _build(Profile, {"name": "ci", **params["profiles"]["ci"]}, "profiles.ci")
 
 
+@pytest.mark.parametrize("key, value, message", [
+    ("conditions", ["without", "eval-rar"], r"agentic\.conditions\[1\]: 'eval-rar' is not one of \['without', 'with', "
+                                            r"'eval_rar'\]"),
+    ("conditions", ["eval_rar", "eval_rar"], r"agentic\.conditions: need one or more distinct conditions"),
+    ("conditions", [], r"agentic\.conditions: need one or more distinct conditions"),
+    ("evaluate_step", "after_turn", r"agentic\.evaluate_step: 'after_turn' is not one of \['in_turn', 'separate'\]"),
+])
+def test_agentic_conditions_are_validated_with_their_key(key, value, message):
+    params = read_params()
+    params["profiles"]["ci"]["agentic"][key] = value
+    with pytest.raises(ConfigError, match=message):
+        _build(Profile, {"name": "ci", **params["profiles"]["ci"]}, "profiles.ci")
+
+
+def test_every_profile_runs_the_eval_rar_condition_on_its_agentic_items():
+    for name in profile_names():
+        agentic = load_profile(name).agentic
+        if agentic is not None:
+            assert agentic.conditions == ["without", "with", "eval_rar"] and agentic.evaluate_step == "in_turn"
+
+
 @pytest.mark.parametrize("backend, module, cls", [
     ("transformers", "repro.generation.transformers_backend", "TransformersGenerator"),
     ("vllm", "repro.generation.vllm_backend", "VLLMGenerator"),

@@ -134,3 +134,16 @@ def test_the_readmes_changes_for_40_gb_cards_fit():
                      filco=halved, seer={"batch_size": 8},
                      train={**halved, "steps_per_generation": 16, "vllm_tensor_parallel_size": 2})
     assert not [p for r in costs.estimate(large, 40e9) for p in r.problems]
+
+
+def test_the_agentic_estimate_counts_its_conditions():
+    cfg = load_profile("paper-1p5b")
+
+    def stage(**agentic):
+        changed = dataclasses.replace(cfg, agentic=dataclasses.replace(cfg.agentic, **agentic))
+        return costs.agentic_stage(changed, costs.PESSIMISTIC, 80e9)
+
+    without, eval_rar = stage(conditions=["without"]), stage(conditions=["without", "eval_rar"])
+    separate = stage(conditions=["without", "eval_rar"], evaluate_step="separate")
+    assert without.wall < eval_rar.wall < separate.wall < stage(conditions=["without", "with", "eval_rar"]).wall
+    assert stage().note == "2 agent(s) x 3 conditions x 2,500 items"

@@ -598,13 +598,20 @@ class LatencyConfig:
         check_generator_options(self.options, self.backend, "latency.options", ("adapter", "dtype", "progress"))
 
 
+# The agentic study's conditions: the agent alone (Search-R1's prompt), with the extractor (Algorithm 2), and the
+# same agent prompted zero-shot with Eval-RAR's App. A.1 template (issue #18, D155).
+AgenticCondition = typing.Literal["without", "with", "eval_rar"]
+
+
 @dataclasses.dataclass(frozen=True)
 class AgenticConfig:
-    """Search-R1 with and without the evidence extractor (§4.7-4.8, Algorithm 2, Tables 5-6; repro.agentic).
-    The paper gives the agents, E5 over wiki-18, 4 actions and 500 sampled items per dataset; the rest follows
-    Search-R1's evaluation settings or is ours (docs/decisions.md)."""
+    """Search-R1 with and without the evidence extractor (§4.7-4.8, Algorithm 2, Tables 5-6; repro.agentic), and
+    the same agent prompted with Eval-RAR's template. The paper gives the agents, E5 over wiki-18, 4 actions and 500
+    sampled items per dataset; the rest follows Search-R1's evaluation settings or is ours (docs/decisions.md)."""
 
     datasets: list[str]  # data.datasets entries (Table 5's columns); the agent always retrieves from the corpus
+    conditions: list[AgenticCondition] = dataclasses.field(default_factory=lambda: ["without", "with", "eval_rar"])
+    evaluate_step: typing.Literal["in_turn", "separate"] = "in_turn"  # where eval_rar's <evaluate> is written (D155)
     split: str = "test"  # the paper's "test or development set" (HotpotQA/2Wiki/MuSiQue map test -> dev)
     n_items: int | None = 500  # items sampled per dataset with `seed` (None: all)
     seed: int = 0
@@ -624,6 +631,8 @@ class AgenticConfig:
         positive = ("max_actions", "topk", "max_new_tokens", "max_obs_tokens", "extractor_max_new_tokens", "batch_size")
         if not self.datasets or any(getattr(self, name) < 1 for name in positive) or (self.n_items or 1) < 1:
             raise ConfigError(f"agentic: need datasets, and {', '.join(positive)} and n_items >= 1")
+        if not self.conditions or len(set(self.conditions)) != len(self.conditions):
+            raise ConfigError(f"agentic.conditions: need one or more distinct conditions, got {self.conditions}")
         check_generator_options(self.agent_options, self.backend, "agentic.agent_options")
         check_generator_options(self.extractor_options, self.backend, "agentic.extractor_options")
 

@@ -543,8 +543,9 @@ def length_tuning_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
 
 
 def agentic_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
-    """Each agent without and with the extractor: `max_actions` searches and a final turn per item, the context
-    growing by a turn and an observation each time; with the extractor, one extraction per search."""
+    """Each agent in each condition: `max_actions` searches and a final turn per item, the context growing by a
+    turn and an observation each time; with the extractor, one extraction per search; Eval-RAR's evaluation step
+    written separately, one more generation per search."""
     ag = cfg.agentic
     items = sum(capped(questions(cfg, d, ag.split), ag.n_items) for d in ag.datasets)
     extractor = shape(ag.extractor or cfg.models.released_extractor or cfg.models.extractor)
@@ -552,16 +553,20 @@ def agentic_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
     overhead = a.eager_step_overhead if ag.agent_options.get("enforce_eager") else a.step_overhead
     turns, mean_new = ag.max_actions + 1, a.generated_fraction * ag.max_new_tokens
     observation = min(ag.max_obs_tokens, ag.topk * PASSAGE_TOKENS)
-    extract = ag.max_actions * generation_seconds(extractor, a, items, prompt_tokens(ag.topk),
-                                                  ag.extractor_max_new_tokens, overhead=overhead)
-    seconds = engine_seconds(extractor, a, ag.extractor_options)
+    with_extractor = "with" in ag.conditions
+    extract = with_extractor * ag.max_actions * generation_seconds(
+        extractor, a, items, prompt_tokens(ag.topk), ag.extractor_max_new_tokens, overhead=overhead)
+    separate_evaluation = "eval_rar" in ag.conditions and ag.evaluate_step == "separate"
+    runs = len(ag.conditions) + separate_evaluation * ag.max_actions / turns  # an evaluation costs about a turn
+    seconds = engine_seconds(extractor, a, ag.extractor_options) if with_extractor else 0.0
     for agent in cfg.models.agents:
         s = shape(agent)
         turn = sum(generation_seconds(s, a, items, INSTRUCTION_TOKENS + i * (mean_new + observation), ag.max_new_tokens,
                                       tp, overhead=overhead) for i in range(turns))
-        seconds += 2 * turn + extract + engine_seconds(s, a, ag.agent_options)
+        seconds += runs * turn + extract + engine_seconds(s, a, ag.agent_options)
     n, dim = corpus_passages(cfg), shape(cfg.retrieval.retrievers[cfg.retrieval.agentic].query_encoder).hidden
-    search = search_seconds(a, 2 * len(cfg.models.agents) * items * ag.max_actions, n, dim, node_gpus(cfg))
+    search = search_seconds(a, len(ag.conditions) * len(cfg.models.agents) * items * ag.max_actions, n, dim,
+                            node_gpus(cfg))
     agent_share = ag.agent_options.get("gpu_memory_utilization", DEFAULT_SHARE)
     extractor_share = ag.extractor_options.get("gpu_memory_utilization", DEFAULT_SHARE)
     memory = (agent_share + extractor_share) * card + n * dim * 2 / node_gpus(cfg)  # fp16 index shard (faiss-gpu)
@@ -571,7 +576,7 @@ def agentic_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
         (extractor, extractor_share, ag.extractor_options.get("tensor_parallel_size", 1))], card)
     wall = a.stage_start + seconds + search
     return StageCost("agentic_search_r1", tp, wall, wall * tp, 0, memory,
-                     f"{len(cfg.models.agents)} agent(s) x 2 conditions x {items:,} items",
+                     f"{len(cfg.models.agents)} agent(s) x {len(ag.conditions)} conditions x {items:,} items",
                      "lower agentic.agent_options / extractor_options gpu_memory_utilization", problems)
 
 

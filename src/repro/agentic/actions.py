@@ -5,14 +5,21 @@ is scored.
 A turn is cut after the first `</search>` (else the first `</answer>`); its action is the first
 `<search>…</search>` or `<answer>…</answer>`. A search is answered by `\\n\\n<information>…</information>\\n\\n`
 holding `Doc i(Title: t) text` lines; anything else gets the fixed invalid-action message.
+
+Eval-RAR (seed 003) keeps this protocol and adds an `<evaluate>…</evaluate>` block after each search (its
+Algorithm 1 and App. A.1 prompt). `AgentProtocol` names what differs between the two: the prompt, and where the
+evaluation is written (D155): at the start of the next turn, whose stops stay `</search>` / `</answer>`
+("in_turn"), or by a generation of its own that stops at `</evaluate>` ("separate", Algorithm 1 as printed).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
+
+from repro.prompts import eval_rar_prompt, search_r1_prompt
 
 ACTION_STOPS = ("</search>", "</answer>")
 INVALID_ACTION_MESSAGE = (
@@ -25,6 +32,29 @@ INVALID_ACTION_MESSAGE = (
 _ACTION = re.compile(r"<(search|answer)>(.*?)</\1>", re.DOTALL)
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 _THINK = re.compile(r"<think>(.*?)</think>", re.DOTALL)
+_EVALUATE = re.compile(r"<evaluate>(.*?)</evaluate>", re.DOTALL)
+EVALUATION_STOP = "</evaluate>"  # ends Algorithm 1's evaluation step y_en = <evaluate> e_n </evaluate> ("separate")
+EvaluationStep = Literal["in_turn", "separate"]
+
+
+@dataclasses.dataclass(frozen=True)
+class AgentProtocol:
+    """What the agent is told (`prompt`: question → the user turn) and whether an `<evaluate>` block follows each
+    search, and how (`evaluation`: None, "in_turn" or "separate"). Turns are cut, parsed and answered alike."""
+
+    name: str
+    prompt: Callable[[str], str]
+    evaluation: EvaluationStep | None = None
+
+
+SEARCH_R1 = AgentProtocol("search_r1", search_r1_prompt)
+
+
+def eval_rar_protocol(evaluation: EvaluationStep = "in_turn") -> AgentProtocol:
+    """Eval-RAR's App. A.1 prompt with its evaluation step written `evaluation` ("in_turn" or "separate")."""
+    if evaluation not in ("in_turn", "separate"):
+        raise ValueError(f"evaluation must be 'in_turn' or 'separate', got {evaluation!r}")
+    return AgentProtocol("eval_rar", eval_rar_prompt, evaluation)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,3 +124,19 @@ def final_answer(completion: str) -> str | None:
     prompt's example `<answer> Beijing </answer>` is the first); scoring the completion alone needs one."""
     answers = _ANSWER.findall(completion)
     return answers[-1].strip() if answers else None
+
+
+def cut_evaluation(text: str) -> str:
+    """A separate evaluation step as kept: up to the first `</evaluate>` if there is one, else all of it."""
+    return text.split(EVALUATION_STOP, 1)[0] + EVALUATION_STOP if EVALUATION_STOP in text else text
+
+
+def evaluation_blocks(completion: str) -> list[str]:
+    """S_eval(y) of Eval-RAR Eq. 3: the contents of the complete `<evaluate>…</evaluate>` blocks of the agent's own
+    text, in order, stripped."""
+    return [block.strip() for block in _EVALUATE.findall(completion)]
+
+
+def evaluation_text(completion: str) -> str:
+    """y_eval of Eq. 3: the evaluation blocks concatenated, one per line (the words of two blocks are not glued)."""
+    return "\n".join(evaluation_blocks(completion))

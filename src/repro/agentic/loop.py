@@ -7,6 +7,12 @@ evidence in their place, between `<information>` tags (truncated to `max_obs_tok
 An answer ends the trajectory; anything else gets the invalid-action message. After `max_actions` steps an
 unfinished trajectory gets one final step in which a search is not run (Search-R1's last rollout with
 `do_search=False`); it ends there, answered or not.
+
+The protocol (`repro.agentic.actions.AgentProtocol`) sets the agent's prompt: Search-R1's, or Eval-RAR's, whose
+`<evaluate>` block after each search is either part of the next turn (nothing else changes) or, "separate", one
+more generation call for all items that searched in the step, right after their observations, stopped at
+`</evaluate>` and appended to the context (Eval-RAR's Algorithm 1, lines 17-18); it is not parsed for an action
+and does not count as one (D155, D156).
 """
 
 from __future__ import annotations
@@ -16,13 +22,14 @@ from collections.abc import Sequence
 
 from tqdm.auto import tqdm
 
-from repro.agentic.actions import (ACTION_STOPS, INVALID_ACTION_MESSAGE, cut_response, format_documents,
-                                   information_block, parse_action, step_reasoning)
+from repro.agentic.actions import (ACTION_STOPS, EVALUATION_STOP, INVALID_ACTION_MESSAGE, SEARCH_R1, AgentProtocol,
+                                   cut_evaluation, cut_response, format_documents, information_block, parse_action,
+                                   step_reasoning)
 from repro.agentic.extractor import EvidenceExtractor, compose_query
 from repro.agentic.search import Search
 from repro.agentic.trajectory import Trajectory, Turn
 from repro.generation import GenerationParams, Generator
-from repro.prompts import chat_messages, render_chat, search_r1_prompt
+from repro.prompts import chat_messages, render_chat
 
 
 @dataclasses.dataclass(frozen=True)
@@ -39,10 +46,10 @@ class AgentSettings:
             raise ValueError(f"agent settings must be >= 1: {bad}")
 
 
-def agent_prompt(tokenizer, question: str) -> str:
-    """Search-R1's template as the single user turn of the agent's chat template, with the template's own
-    default system message (as Search-R1 trains and infers: no system message is passed)."""
-    return render_chat(tokenizer, chat_messages(search_r1_prompt(question), system=None))
+def agent_prompt(tokenizer, question: str, protocol: AgentProtocol = SEARCH_R1) -> str:
+    """The protocol's template (Search-R1's by default) as the single user turn of the agent's chat template, with
+    the template's own default system message (as Search-R1 trains and infers: no system message is passed)."""
+    return render_chat(tokenizer, chat_messages(protocol.prompt(question), system=None))
 
 
 def truncate_tokens(tokenizer, text: str, max_tokens: int) -> str:
@@ -52,13 +59,14 @@ def truncate_tokens(tokenizer, text: str, max_tokens: int) -> str:
 
 def run_agent(items: Sequence[dict], agent: Generator, tokenizer, search: Search, settings: AgentSettings,
               extractor: EvidenceExtractor | None = None, progress: bool = True,
-              desc: str = "agent steps") -> list[Trajectory]:
+              desc: str = "agent steps", protocol: AgentProtocol = SEARCH_R1) -> list[Trajectory]:
     """Trajectories of `items` (QA rows: id, question, golden_answers), in input order. `tokenizer` is the
     agent's (chat template and observation truncation)."""
     trajectories = [Trajectory(str(item["id"]), item["question"], list(item["golden_answers"]),
-                               agent_prompt(tokenizer, item["question"])) for item in items]
+                               agent_prompt(tokenizer, item["question"], protocol)) for item in items]
     params = GenerationParams(max_new_tokens=settings.max_new_tokens, stop=ACTION_STOPS, include_stop=True,
                               batch_size=settings.batch_size)
+    evaluation_params = dataclasses.replace(params, stop=(EVALUATION_STOP,))
     steps = tqdm(range(settings.max_actions + 1), desc=desc, unit="step", disable=not progress)
     for step in steps:
         active = [t for t in trajectories if not t.done]
@@ -74,6 +82,10 @@ def run_agent(items: Sequence[dict], agent: Generator, tokenizer, search: Search
                 turn.observation = truncate_tokens(tokenizer, turn.observation, settings.max_obs_tokens)
             trajectory.turns.append(turn)
             trajectory.done = final or turn.action == "answer"
+        if protocol.evaluation == "separate" and searching:
+            evaluations = agent.generate([t.context for t, _ in searching], evaluation_params)
+            for (_, turn), evaluation in zip(searching, evaluations):
+                turn.evaluation = cut_evaluation(evaluation)
         steps.set_postfix(active=len(active), searches=len(searching))
     return trajectories
 

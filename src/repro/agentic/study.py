@@ -1,10 +1,15 @@
 """The agentic study of §4.7-4.8 on one profile: every agent of `models.agents` on `n_items` sampled items of
-each dataset, without and with the evidence extractor; per-item trajectories, then Tables 5 and 6.
+each dataset, in each condition of `agentic.conditions`: without and with the evidence extractor, and prompted
+zero-shot with Eval-RAR's template (`eval_rar`, issue #18); per-item trajectories, then Tables 5 and 6.
 
     summary = run_study(cfg, out_dir)                  # writes trajectories/<agent>/<condition>/<dataset>.jsonl
     table5 = table5_layout(summary, cfg)               # EM and CR per dataset, the paper's rows beside
     table6 = table6_layout(summary, cfg)               # average number of searches
-    tests = compare_conditions(summary, out_dir)       # with vs without the extractor, paired per item
+    tests = compare_conditions(summary, out_dir)       # every pair of conditions, paired per item, Holm
+
+The Eval-RAR condition differs from `without` only in the prompt (App. A.1) and the `<evaluate>` block it asks for
+after each search (D155, D156); its summary adds the share of searches followed by an evaluation and the
+evaluation answer-recall (a golden answer contained in y_eval, Eq. 4's indicator).
 
 CR of one trajectory is Σ L(retrieved) / Σ L(evidence) over its searches (see repro.agentic.trajectory);
 a dataset's CR is the mean over trajectories that searched at least once (the ratio of the summed lengths is
@@ -22,7 +27,9 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import functools
+import itertools
 import random
+import typing
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -32,12 +39,13 @@ import pandas as pd
 import seaborn as sns
 
 from repro import stats
+from repro.agentic.actions import SEARCH_R1, AgentProtocol, eval_rar_protocol
 from repro.agentic.extractor import EvidenceExtractor
 from repro.agentic.loop import AgentSettings, run_agent
 from repro.agentic.search import LocalSearch, RetrievalClient, Search
 from repro.agentic.trajectory import Trajectory, compression
 from repro.assets import resolve
-from repro.config import AgenticConfig, ConfigError, Profile
+from repro.config import AgenticCondition, AgenticConfig, ConfigError, Profile
 from repro.data import layout
 from repro.data_stage import open_corpus
 from repro.data.corpus import PassageStore
@@ -50,7 +58,7 @@ from repro.metrics import corpus_compression_ratio, text_length
 from repro.paper import PAPER_DIR, TABLE_FILES, load_paper_tables
 from repro.retrieval.run import RetrievalSession
 
-CONDITIONS = ("without", "with")  # the agent alone; the agent with the extractor (Algorithm 2)
+CONDITIONS = typing.get_args(AgenticCondition)  # the agent alone; with the extractor (Algorithm 2); Eval-RAR's prompt
 TRAJECTORIES_DIR = "trajectories"
 TRAJECTORY_FIELDS = ("question", "golden_answers", "prediction", "em", "searches", "done", "prompt", "turns",
                      "retrieved_length", "evidence_length")
@@ -85,6 +93,11 @@ def model_name(ref: str) -> str:
 def model_label(ref: str) -> str:
     """The name for tables; an embedded model is marked as such (it stands in for the paper's model)."""
     return f"{model_name(ref)} (embedded)" if ref.startswith("embedded:") else model_name(ref)
+
+
+def condition_protocol(cfg: Profile, condition: str) -> AgentProtocol:
+    """Eval-RAR's prompt and evaluation step for `eval_rar`, Search-R1's for the two extractor conditions."""
+    return eval_rar_protocol(cfg.agentic.evaluate_step) if condition == "eval_rar" else SEARCH_R1
 
 
 def agent_settings(cfg: Profile) -> AgentSettings:
@@ -149,19 +162,24 @@ def length_function(cfg: Profile, extractor: Generator):
 
 
 def run_config(cfg: Profile, agent: str, condition: str, items: Sequence[dict]) -> dict:
-    """Everything the trajectories of one agent × condition × dataset depend on (their file's fingerprint)."""
+    """Everything the trajectories of one agent × condition × dataset depend on (their file's fingerprint). The
+    other conditions do not count, and the evaluation step only for `eval_rar`: adding a condition reruns only it."""
     a = cfg.agentic
-    return {"agent": agent, "condition": condition, "items": fingerprint(list(items)), "dtype": cfg.models.dtype,
-            "agentic": {k: v for k, v in dataclasses.asdict(a).items() if k not in ("datasets", "n_items", "seed")},
-            "extractor": extractor_ref(cfg) if condition == "with" else None,
-            "length_unit": cfg.rewards.length_unit if condition == "with" else None,
-            "retrieval": None if a.search_url else dataclasses.asdict(cfg.retrieval)}
+    other = ("datasets", "n_items", "seed", "conditions", "evaluate_step")
+    config = {"agent": agent, "condition": condition, "items": fingerprint(list(items)), "dtype": cfg.models.dtype,
+              "agentic": {k: v for k, v in dataclasses.asdict(a).items() if k not in other},
+              "extractor": extractor_ref(cfg) if condition == "with" else None,
+              "length_unit": cfg.rewards.length_unit if condition == "with" else None,
+              "retrieval": None if a.search_url else dataclasses.asdict(cfg.retrieval)}
+    if condition == "eval_rar":
+        config["evaluate_step"] = a.evaluate_step
+    return config
 
 
 def trajectory_records(items: list[dict], *, cfg: Profile, pool: ModelPool, agent_ref: str, condition: str,
                        search: Search, progress: bool) -> list[dict]:
-    """The trajectory records of `items` run by one agent, without or with the extractor (one batch per turn);
-    the models are loaded from `pool` when a chunk first needs them (a finished study loads none)."""
+    """The trajectory records of `items` run by one agent in one condition (one batch per turn); the models are
+    loaded from `pool` when a chunk first needs them (a finished study loads none)."""
     extractor, length = None, None
     agent = agent_generator(cfg, pool, agent_ref)
     if condition == "with":
@@ -169,19 +187,19 @@ def trajectory_records(items: list[dict], *, cfg: Profile, pool: ModelPool, agen
         extractor = EvidenceExtractor(generator, cfg.agentic.extractor_max_new_tokens, cfg.agentic.batch_size)
         length = length_function(cfg, generator)
     trajectories = run_agent(items, agent, agent.tokenizer, search, agent_settings(cfg), extractor, progress,
-                             desc=f"{model_name(agent_ref)} {condition} extractor")
+                             desc=f"{model_name(agent_ref)} {condition}", protocol=condition_protocol(cfg, condition))
     return [_record(trajectory, length) for trajectory in trajectories]
 
 
 def run_study(cfg: Profile, out_dir: str | Path, progress: bool = True) -> pd.DataFrame:
-    """Run every agent × dataset × condition, write the trajectories, return one summary row per run; finished
-    trajectories of the same configuration are reused, an interrupted run resumes."""
+    """Run every agent × condition × dataset on the same sampled items, write the trajectories, return one summary
+    row per run; finished trajectories of the same configuration are reused, an interrupted run resumes."""
     a = agentic_config(cfg)
     items = {d: sample_items(cfg, d) for d in a.datasets}
     rows = []
     with study_pool(cfg, progress) as pool, open_search(cfg) as search:
         for agent_ref in cfg.models.agents:
-            for condition in CONDITIONS:
+            for condition in a.conditions:
                 process = functools.partial(trajectory_records, cfg=cfg, pool=pool, agent_ref=agent_ref,
                                             condition=condition, search=search, progress=progress)
                 for dataset in a.datasets:
@@ -190,7 +208,7 @@ def run_study(cfg: Profile, out_dir: str | Path, progress: bool = True) -> pd.Da
                     records = process_resumably(items[dataset], store, process, CHUNK_BATCHES * a.batch_size,
                                                 progress, desc=f"{model_name(agent_ref)} {condition} {dataset}")
                     rows.append({"agent": agent_ref, "condition": condition, "dataset": dataset,
-                                 **summarize(records)})
+                                 **summarize(records, evaluates=condition == "eval_rar")})
             if agent_ref != extractor_ref(cfg):
                 pool.release(resolve(agent_ref, cfg.name))  # an agent's engine ends before the next one starts
     return pd.DataFrame(rows).assign(extractor=extractor_ref(cfg))
@@ -202,14 +220,23 @@ def _record(trajectory: Trajectory, length) -> dict:
     return {**trajectory.to_record(), "retrieved_length": retrieved, "evidence_length": evidence}
 
 
-def summarize(records: list[dict]) -> dict:
-    """EM (%), average searches, share answered, invalid actions per item and, with the extractor, the CR."""
+def summarize(records: list[dict], evaluates: bool = False) -> dict:
+    """EM (%), average searches, share answered, invalid actions per item, with the extractor the CR and, for a
+    protocol with an evaluation step (`evaluates`), the share of searches followed by an `<evaluate>` block and
+    the evaluation answer-recall (% of items whose y_eval contains a golden answer); NaN where they do not apply."""
     turns = [t for r in records for t in r["turns"]]
     summary = {"items": len(records), "em": 100 * float(np.mean([r["em"] for r in records])),
                "avg_searches": float(np.mean([r["searches"] for r in records])),
                "answered": float(np.mean([r["prediction"] is not None for r in records])),
                "invalid_per_item": sum(t["action"] is None for t in turns) / len(records),
-               "cr": np.nan, "cr_ratio_of_sums": np.nan, "cr_items": 0, "empty_evidence": 0}
+               "cr": np.nan, "cr_ratio_of_sums": np.nan, "cr_items": 0, "empty_evidence": 0,
+               "evaluated_searches": np.nan, "evaluation_recall": np.nan}
+    if evaluates:
+        trajectories = [Trajectory.from_record(r) for r in records]
+        searches = sum(t.searches for t in trajectories)
+        summary["evaluation_recall"] = 100 * float(np.mean([t.evaluation_recall for t in trajectories]))
+        if searches:
+            summary["evaluated_searches"] = sum(t.evaluated_searches for t in trajectories) / searches
     measured = [r for r in records if r["evidence_length"] is not None]
     if measured:
         cr = corpus_compression_ratio([[r["retrieved_length"]] for r in measured],
@@ -224,45 +251,64 @@ def read_trajectories(out_dir: str | Path, agent: str, condition: str, dataset: 
             for r in read_records(trajectory_path(out_dir, agent, condition, dataset), TRAJECTORY_FIELDS)]
 
 
-def paired_item_scores(without: list[dict], with_: list[dict]) -> tuple[dict, dict]:
-    """Per-item EM and number of searches of the two conditions, aligned by item id."""
-    by_id = {r["id"]: r for r in with_}
-    if set(by_id) != {r["id"] for r in without}:
+def paired_item_scores(baseline: list[dict], condition: list[dict]) -> tuple[dict, dict]:
+    """Per-item EM and number of searches of two conditions, aligned by item id (in the order of `baseline`)."""
+    by_id = {r["id"]: r for r in condition}
+    if set(by_id) != {r["id"] for r in baseline}:
         raise ValueError("the two conditions were run on different items")
-    pairs = [(r, by_id[r["id"]]) for r in without]
+    pairs = [(r, by_id[r["id"]]) for r in baseline]
     return tuple({"em": [float(p[k]["em"]) for p in pairs], "searches": [float(p[k]["searches"]) for p in pairs]}
                  for k in (0, 1))
 
 
+def condition_pairs(conditions: Sequence[str]) -> list[tuple[str, str]]:
+    """Every pair (baseline, condition) of the conditions run, in CONDITIONS order: with vs without, eval_rar vs
+    without, eval_rar vs with."""
+    ordered = [c for c in CONDITIONS if c in set(conditions)]
+    return list(itertools.combinations(ordered, 2))
+
+
 def compare_conditions(summary: pd.DataFrame, out_dir: str | Path, n_resamples: int = 10_000,
                        seed: int = 0) -> pd.DataFrame:
-    """Agent with the extractor against the agent alone, on the same items of each agent × dataset: paired
-    bootstrap CI and approximate randomization on EM and on the number of searches, exact McNemar on EM
-    (repro.stats, D21). `effect` is with − without (EM in points); `p_holm` is Holm-corrected across all rows."""
+    """Every pair of conditions on the same items of each agent × dataset: paired bootstrap CI and approximate
+    randomization on EM and on the number of searches, exact McNemar on EM (repro.stats, D21). `effect` is
+    condition − baseline (EM in points); `p_holm` is Holm-corrected (statsmodels) across all rows of the table, so
+    across the pairs, metrics, tests, agents and datasets."""
     rows = []
-    for (agent, dataset), _ in summary.groupby(["agent", "dataset"], sort=False):
-        without, with_ = (read_records(trajectory_path(out_dir, agent, c, dataset), ("em", "searches"))
-                          for c in CONDITIONS)
-        scores_without, scores_with = paired_item_scores(list(without), list(with_))
-        tests = stats.compare_per_item(scores_with, scores_without, n_resamples=n_resamples, seed=seed)
-        rows.append(tests.assign(agent=agent, dataset=dataset))
+    for (agent, dataset), runs in summary.groupby(["agent", "dataset"], sort=False):
+        pairs = condition_pairs(list(runs["condition"]))
+        records = {c: read_records(trajectory_path(out_dir, agent, c, dataset), ("em", "searches"))
+                   for c in dict.fromkeys(c for pair in pairs for c in pair)}
+        for baseline, condition in pairs:
+            scores_baseline, scores_condition = paired_item_scores(records[baseline], records[condition])
+            tests = stats.compare_per_item(scores_condition, scores_baseline, n_resamples=n_resamples, seed=seed)
+            rows.append(tests.assign(agent=agent, dataset=dataset, condition=condition, baseline=baseline))
+    if not rows:
+        raise ValueError("no agent × dataset was run in two conditions: nothing to compare")
     table = pd.concat(rows, ignore_index=True)
     em = table["metric"] == "em"
     table.loc[em, ["effect", "ci_low", "ci_high"]] *= 100
     table["p_holm"] = stats.holm(table["p_value"])[0]
-    return table[["agent", "dataset", "metric", "test", "n", "effect", "ci_low", "ci_high", "p_value", "p_holm"]]
+    return table[["agent", "dataset", "condition", "baseline", "metric", "test", "n", "effect", "ci_low", "ci_high",
+                  "p_value", "p_holm"]]
 
 
 # ---- Tables 5 and 6 -------------------------------------------------------------------------------------------
 
 
+CONDITION_SUFFIXES = {"without": "", "with": " w/ {extractor}", "eval_rar": " + Eval-RAR prompt"}
+
+
+def run_label(agent: str, condition: str, extractor: str) -> str:
+    """A row of Tables 5-6: the agent, with the extractor, or prompted with Eval-RAR's template."""
+    return model_label(agent) + CONDITION_SUFFIXES[condition].format(extractor=model_label(extractor))
+
+
 def _our_rows(summary: pd.DataFrame, cfg: Profile, metrics: dict[str, str]) -> pd.DataFrame:
     labels = {d.name: d.label for d in cfg.data.datasets}
-    extractor = model_label(summary["extractor"].iloc[0])
     frame = summary.assign(
         source=f"this run ({cfg.name})", dataset=summary["dataset"].map(labels),
-        model=[model_label(a) + (f" w/ {extractor}" if c == "with" else "")
-               for a, c in zip(summary["agent"], summary["condition"])])
+        model=[run_label(a, c, e) for a, c, e in zip(summary["agent"], summary["condition"], summary["extractor"])])
     frame = frame.assign(cr=frame["cr"].where(frame["condition"] == "with", 1.0))
     return frame.melt(id_vars=["source", "model", "dataset"], value_vars=list(metrics), var_name="metric") \
         .replace({"metric": metrics})
@@ -321,11 +367,11 @@ def table6_layout(summary: pd.DataFrame, cfg: Profile) -> pd.DataFrame:
 
 
 def plot_study(summary: pd.DataFrame, cfg: Profile) -> plt.Figure:
-    """EM, CR and average searches per dataset, without and with the extractor, for each agent."""
+    """EM, CR and average searches per dataset, for each agent in each condition."""
     labels = {d.name: d.label for d in cfg.data.datasets}
     data = summary.assign(dataset=summary["dataset"].map(labels),
-                          run=[f"{model_label(a)} {'w/' if c == 'with' else 'w/o'} extractor"
-                               for a, c in zip(summary["agent"], summary["condition"])],
+                          run=[run_label(a, c, e) for a, c, e in
+                               zip(summary["agent"], summary["condition"], summary["extractor"])],
                           cr=summary["cr"].where(summary["condition"] == "with", 1.0))
     panels = [("em", "EM (%)"), ("cr", "CR (x)"), ("avg_searches", "average number of searches")]
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.6))
@@ -335,6 +381,19 @@ def plot_study(summary: pd.DataFrame, cfg: Profile) -> plt.Figure:
         ax.tick_params(axis="x", labelrotation=15)
         ax.get_legend().remove()
     handles, names = axes[0].get_legend_handles_labels()
-    fig.legend(handles, names, loc="lower center", ncol=2, fontsize=8, bbox_to_anchor=(0.5, -0.08))
+    fig.legend(handles, names, loc="lower center", ncol=min(3, len(names)), fontsize=8, bbox_to_anchor=(0.5, -0.08))
     fig.tight_layout()
     return fig
+
+
+def evaluation_examples(out_dir: str | Path, agent: str, datasets: Sequence[str], n: int = 2) -> pd.DataFrame:
+    """Up to `n` items per dataset of the agent's Eval-RAR run, those that searched first: the `<evaluate>` blocks
+    it wrote (joined by " | "), the searches followed by one, its answer and EM."""
+    rows = []
+    for dataset in datasets:
+        trajectories = sorted(read_trajectories(out_dir, agent, "eval_rar", dataset), key=lambda t: not t.searches)
+        rows += [{"dataset": dataset, "id": t.id, "question": t.question, "searches": t.searches,
+                  "evaluated_searches": t.evaluated_searches, "evaluations": " | ".join(t.evaluations),
+                  "evaluation_recall": t.evaluation_recall, "prediction": t.prediction, "em": t.em}
+                 for t in trajectories[:n]]
+    return pd.DataFrame(rows)

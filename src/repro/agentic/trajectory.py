@@ -11,6 +11,10 @@ Measures:
 - compression (with the extractor): L(retrieved) / L(evidence) summed over the trajectory's searches, where
   L(retrieved) is the length of the `Doc i(Title: t) text` block the agent would have seen without the
   extractor and L(evidence) the length of the evidence it saw instead (see `compression`).
+- Eval-RAR's evaluation (D155, D156): the `<evaluate>` blocks stay in the agent's own text (in a turn's response,
+  or in its `evaluation` when written by a separate step); `evaluations` are their contents (Eq. 3's S_eval),
+  `evaluated_searches` the searches followed by one, `evaluation_recall` whether a golden answer is contained in
+  y_eval (AR, the indicator of Eq. 4).
 """
 
 from __future__ import annotations
@@ -18,8 +22,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 
-from repro.agentic.actions import final_answer, format_documents
-from repro.metrics import exact_match
+from repro.agentic.actions import evaluation_blocks, evaluation_text, final_answer, format_documents
+from repro.metrics import answer_recall, exact_match
 
 
 @dataclasses.dataclass
@@ -33,6 +37,7 @@ class Turn:
     extraction: str | None = None  # the extractor's output (rationale + evidence)
     evidence: str | None = None  # y_e, shown to the agent instead of the documents
     final: bool = False  # the extra step after max_actions, where a search is not run
+    evaluation: str | None = None  # Eval-RAR's `<evaluate>` step after the observation, when generated separately
 
     @property
     def searched(self) -> bool:
@@ -50,12 +55,12 @@ class Trajectory:
 
     @property
     def context(self) -> str:
-        return self.prompt + "".join(t.response + t.observation for t in self.turns)
+        return self.prompt + "".join(t.response + t.observation + (t.evaluation or "") for t in self.turns)
 
     @property
     def completion(self) -> str:
-        """The agent's own text: its responses, without the prompt and the observations."""
-        return "".join(t.response for t in self.turns)
+        """The agent's own text: its responses and separate evaluations, without the prompt and the observations."""
+        return "".join(t.response + (t.evaluation or "") for t in self.turns)
 
     @property
     def prediction(self) -> str | None:
@@ -70,10 +75,30 @@ class Trajectory:
     def searches(self) -> int:
         return sum(t.searched for t in self.turns)
 
+    @property
+    def evaluations(self) -> list[str]:
+        return evaluation_blocks(self.completion)
+
+    @property
+    def evaluated_searches(self) -> int:
+        """Searches after whose observation the agent's next text (a separate evaluation, then the next turn's
+        response) holds a complete `<evaluate>` block."""
+        following = [(t.evaluation or "") + (self.turns[i + 1].response if i + 1 < len(self.turns) else "")
+                     for i, t in enumerate(self.turns) if t.searched]
+        return sum(bool(evaluation_blocks(text)) for text in following)
+
+    @property
+    def evaluation_recall(self) -> float:
+        return answer_recall(evaluation_text(self.completion), self.golden_answers)
+
     def to_record(self) -> dict:
+        """The per-item record; a turn's `evaluation` is written only when there is one, so the records of the
+        conditions without an evaluation step are as they were."""
+        turns = [{k: v for k, v in dataclasses.asdict(t).items() if k != "evaluation" or v is not None}
+                 for t in self.turns]
         return {"id": self.id, "question": self.question, "golden_answers": self.golden_answers,
                 "prediction": self.prediction, "em": self.em, "searches": self.searches, "done": self.done,
-                "prompt": self.prompt, "turns": [dataclasses.asdict(t) for t in self.turns]}
+                "prompt": self.prompt, "turns": turns}
 
     @classmethod
     def from_record(cls, record: dict) -> Trajectory:
