@@ -126,11 +126,12 @@ def test_agentic_conditions_are_validated_with_their_key(key, value, message):
         _build(Profile, {"name": "ci", **params["profiles"]["ci"]}, "profiles.ci")
 
 
-def test_every_profile_runs_the_eval_rar_condition_on_its_agentic_items():
+def test_every_profile_but_tiny_runs_the_eval_rar_condition_on_its_agentic_items():
     for name in profile_names():
         agentic = load_profile(name).agentic
-        if agentic is not None:
-            assert agentic.conditions == ["without", "with", "eval_rar"] and agentic.evaluate_step == "in_turn"
+        if agentic is not None:  # tiny leaves it out to hold its 45-minute budget (D155)
+            expected = ["without", "with"] if name == "tiny" else ["without", "with", "eval_rar"]
+            assert agentic.conditions == expected and agentic.evaluate_step == "in_turn", name
 
 
 @pytest.mark.parametrize("backend, module, cls", [
