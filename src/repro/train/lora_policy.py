@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import torch
 from peft import LoraConfig, PeftModel
 from peft.tuners.lora import LoraLayer
+from transformers import AutoModelForCausalLM
 
 from repro.config import PolicyLoRAConfig
 
@@ -26,6 +28,13 @@ def peft_config(lora: PolicyLoRAConfig | None) -> LoraConfig | None:
         return None
     return LoraConfig(r=lora.rank, lora_alpha=lora.alpha, target_modules=list(lora.target_modules), lora_dropout=0.0,
                       task_type="CAUSAL_LM")
+
+
+def merged_model(base: str, adapter: Path, dtype: str | None):
+    """The LoRA adapter saved in `adapter` merged into its base model (loaded in `dtype`, safetensors only): a plain
+    transformers model, as the warm-up's policy and an exported LoRA checkpoint are saved."""
+    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype, use_safetensors=True)
+    return PeftModel.from_pretrained(model, adapter).merge_and_unload()
 
 
 @contextlib.contextmanager

@@ -36,8 +36,7 @@ import torch
 import yaml
 from accelerate import PartialState
 from datasets import Dataset
-from peft import PeftModel
-from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback, TrainerState
+from transformers import AutoTokenizer, TrainerCallback, TrainerState
 from trl import GRPOConfig
 
 from repro.assets import resolve
@@ -50,7 +49,7 @@ from repro.rewards import REWARD_DESIGNS
 from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
 from repro.train.checkpoints import TRAINER_STATE, last_checkpoint, recorded_fingerprint
 from repro.train.data import split_rows, training_rows
-from repro.train.lora_policy import peft_config
+from repro.train.lora_policy import merged_model, peft_config
 from repro.train.reward import EviOmniReward
 from repro.train.trainer import EviOmniTrainer
 from repro.train.warmup import starting_policy
@@ -169,8 +168,7 @@ def export_checkpoint(checkpoint: Path, out: Path, dtype: str | None = None) -> 
             shutil.copy2(item, tmp / item.name)
     if adapter:
         base = json.loads((checkpoint / "adapter_config.json").read_text(encoding="utf-8"))["base_model_name_or_path"]
-        model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype, use_safetensors=True)
-        PeftModel.from_pretrained(model, checkpoint).merge_and_unload().save_pretrained(tmp, safe_serialization=True)
+        merged_model(base, checkpoint, dtype).save_pretrained(tmp, safe_serialization=True)
     if out.exists():
         out.rename(old)
     tmp.rename(out)

@@ -34,8 +34,7 @@ import string
 import typing
 from pathlib import Path
 
-from peft import PeftModel
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoTokenizer
 
 from repro.assets import resolve
 from repro.config import Profile, WarmupTargets, load_profile
@@ -46,6 +45,7 @@ from repro.data.splits import sample_rows
 from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json
 from repro.prompts import extraction_messages, format_passages
 from repro.retrieval.quality import read_contexts
+from repro.train.lora_policy import merged_model
 from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
 
 
@@ -108,8 +108,7 @@ def warmup_examples(rows: list[dict], max_questions: int, seed: int,
 
 def merge_adapter(base: str, adapter: Path, out: Path, dtype: str) -> None:
     """Merge a LoRA adapter into its base model and save model (safetensors) and tokenizer to `out`, atomically."""
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype, use_safetensors=True)
-    merged = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    merged = merged_model(base, adapter, dtype)
     with atomic_dir(out) as tmp:
         merged.save_pretrained(tmp, safe_serialization=True)
         AutoTokenizer.from_pretrained(base).save_pretrained(tmp)
