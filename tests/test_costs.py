@@ -76,7 +76,9 @@ def test_the_data_stage_disk_is_its_indexes_and_retrieved_passages():
 def test_the_smoke_is_sized_for_half_an_hour_on_one_80_gb_gpu():
     rows = costs.estimate(load_profile("gpu-smoke"))
     low, high = costs.totals(rows)["wall"]
-    assert low <= 30 * 60 and high <= 60 * 60  # the estimate's range around the 30-minute goal (D136)
+    _, starts = costs.start_seconds(load_profile("gpu-smoke"))
+    assert low <= 30 * 60 and high - starts <= 30 * 60  # pessimistically, only the starts exceed half an hour (D136)
+    assert 0 < starts < high
     assert [r.problems for r in rows if r.problems] == []  # every engine and batch fits the card
     assert {r.stage for r in rows} >= {"data", "train_eviomni", "main_comparison", "ablation_answer_rewards",
                                        "agentic_search_r1", "ar_study", "latency", "noise_robustness"}

@@ -652,13 +652,20 @@ class Estimate:
     problems: tuple[str, ...]  # one line each: what cannot run on the card, and the key to change
 
 
-def estimate(cfg: Profile, card: float = 80 * GB) -> list[Estimate]:
-    """One row per stage the profile configures, under OPTIMISTIC and PESSIMISTIC."""
+def without_starts(a: Assumptions) -> Assumptions:
+    """`a` with free process and engine starts: what the work itself costs."""
+    return dataclasses.replace(a, stage_start=0, light_stage_start=0, engine_start=0, eager_engine_start=0,
+                               disk_read=math.inf)
+
+
+def estimate(cfg: Profile, card: float = 80 * GB, bounds: tuple[Assumptions, Assumptions] = (OPTIMISTIC, PESSIMISTIC)
+             ) -> list[Estimate]:
+    """One row per stage the profile configures, under the two `bounds`."""
     rows = []
     for section, cost in STAGES:
         if getattr(cfg, section, None) is None:
             continue
-        low, high = cost(cfg, OPTIMISTIC, card), cost(cfg, PESSIMISTIC, card)
+        low, high = (cost(cfg, a, card) for a in bounds)
         problems = tuple(f"{high.stage}: {p}" for p in high.problems) or (  # engine problems say why already
             (f"{high.stage}: about {high.memory / GB:.0f} GB per GPU > {card / GB:.0f} GB; {high.hint}",)
             if high.memory > card else ())
@@ -673,6 +680,12 @@ def totals(rows: list[Estimate], ablation: bool = True) -> dict:
     return {"wall": tuple(sum(r.wall[i] for r in chosen) for i in (0, 1)),
             "gpu_seconds": tuple(sum(r.gpu_seconds[i] for r in chosen) for i in (0, 1)),
             "disk": sum(r.disk for r in rows), "memory": max((r.memory for r in chosen), default=0)}
+
+
+def start_seconds(cfg: Profile, card: float = 80 * GB) -> tuple[float, float]:
+    """The part of the total wall time that process and engine starts take, which no smaller size removes."""
+    work = totals(estimate(cfg, card, (without_starts(OPTIMISTIC), without_starts(PESSIMISTIC))))["wall"]
+    return tuple(t - w for t, w in zip(totals(estimate(cfg, card))["wall"], work))
 
 
 def _range(values: tuple[float, float], unit: float) -> str:
@@ -695,6 +708,7 @@ def table(cfg: Profile, card: float = 80 * GB) -> str:
     for name, t in (("total", totals(rows)), ("total without Table 3's ablation", totals(rows, ablation=False))):
         lines.append(f"| **{name}** | | {_range(t['gpu_seconds'], unit)} | {_range(t['wall'], unit)} | "
                      f"{t['disk'] / GB:.0f} | {t['memory'] / GB:.0f} | |")
+    lines.append(f"| of the total, process and engine starts | | | {_range(start_seconds(cfg, card), unit)} | | | |")
     problems = list(dict.fromkeys(p for r in rows for p in r.problems))
     if problems:
         lines += ["", "(!) does not fit as configured:", *(f"- {p}" for p in problems)]
