@@ -7,6 +7,7 @@ import textwrap
 import pytest
 
 from repro.config import GENERATOR_OPTIONS, ConfigError, Profile, _build, load_profile, profile_names, read_params
+from repro.stats import mcnemar_sample_size
 
 PAPER_PROFILES = ["paper-1p5b", "paper-7b"]
 
@@ -124,6 +125,20 @@ def test_agentic_conditions_are_validated_with_their_key(key, value, message):
     params["profiles"]["ci"]["agentic"][key] = value
     with pytest.raises(ConfigError, match=message):
         _build(Profile, {"name": "ci", **params["profiles"]["ci"]}, "profiles.ci")
+
+
+def test_cpu_study_is_tiny_with_its_time_moved_to_grpo_steps_and_table_2_questions():
+    tiny, study = load_profile("tiny"), load_profile("cpu-study")
+    for section in ("models", "rewards", "data", "retrieval", "noise", "qa_generator", "filco", "seer", "baselines",
+                    "latency", "ablation", "distractor", "noise_robustness", "ar_study"):
+        assert getattr(study, section) == getattr(tiny, section), section
+    changed = {"max_steps", "save_steps", "dev_max_questions", "heldout_questions"}
+    assert {k: v for k, v in vars(study.train).items() if k not in changed} == \
+        {k: v for k, v in vars(tiny.train).items() if k not in changed}
+    assert study.train.max_steps >= 3 * tiny.train.max_steps
+    assert {"full", "recomp", "filco", "eviomni"} <= set(study.evaluation.methods)
+    # tiny's Table 2 (16 OVOS-describe questions): EviOmni and Full disagreed on EM on 1 of 16 (D157)
+    assert study.evaluation.max_questions >= mcnemar_sample_size(1 / 16, 0.05) == 194
 
 
 def test_every_profile_but_tiny_runs_the_eval_rar_condition_on_its_agentic_items():
