@@ -54,6 +54,19 @@ def test_paper_1p5b_trains_one_epoch_of_nq_in_2474_steps():
     assert steps == 4
 
 
+def test_the_ablation_trains_only_the_subsets_that_are_not_the_main_run():
+    cfg, a = load_profile("paper-1p5b"), costs.PESSIMISTIC
+    five = costs.ablation_stage(cfg, a, 80e9)  # the reference row is train_eviomni's run (D165)
+    assert five.note == "5 GRPO run(s) of 2,474 steps, the main run's reused"
+    assert five.disk == 5 * costs.grpo_disk(cfg)
+    unshared = dataclasses.replace(cfg, rewards=dataclasses.replace(cfg.rewards, answer_subset=("rationale", "full")))
+    six = costs.ablation_stage(unshared, a, 80e9)  # a main run that is none of the six: every subset is trained
+    assert six.note == "6 GRPO run(s) of 2,474 steps" and six.disk == 6 * costs.grpo_disk(cfg)
+    reference, _ = costs.grpo_wall(cfg, a, None, ("evidence", "rationale", "full"))
+    assert six.wall - five.wall == pytest.approx(reference)
+    assert six.gpu_seconds - five.gpu_seconds == pytest.approx(8 * reference)
+
+
 def test_grpo_memory_per_gpu_under_zero_2_and_zero_3():
     tokens = 8 * (costs.INSTRUCTION_TOKENS + 5 * costs.PASSAGE_TOKENS + 768)  # micro-batch x (prompt + completion)
     p = 1.54e9  # paper-1p5b: ZeRO-2 over 8 GPUs, bf16 reference, checkpointed activations, fp32 log-probs, vLLM 0.3

@@ -1,15 +1,23 @@
-"""Table 3's answer-reward ablation: subset names, the table layout beside the paper, and the paired tests of each
-subset against all three answers on per-item files (the training runs themselves are covered by the ci pipeline)."""
+"""Table 3's answer-reward ablation: subset names, which run a subset reuses, the table layout beside the paper, and
+the paired tests of each subset against all three answers on per-item files (the training runs themselves are covered
+by the ci pipeline)."""
+
+import dataclasses
 
 import pandas as pd
 import pytest
 
-from repro.config import ConfigError, load_profile
+from conftest import ROOT
+from repro.config import ConfigError, is_main_run, load_profile
+from repro.data import layout
+from repro.evaluation import ablation
 from repro.evaluation.ablation import compare_subsets, subset_label, subset_name, summarize_ablation, table3
 from repro.io import write_jsonl
 from repro.paper import load_paper_tables
+from repro.train.run import TrainRun
 
 ALL = "Evidence+Rationale+Full Ctx"
+REFERENCE = ("evidence", "rationale", "full")
 
 
 def test_subsets_are_named_like_the_paper_rows_in_any_order():
@@ -29,6 +37,55 @@ def test_duplicate_or_empty_subsets_are_rejected():
         AblationConfig(subsets=[("evidence",), ("evidence",)], datasets=["fanoutqa"])
     with pytest.raises(ConfigError, match="ablation"):
         AblationConfig(subsets=[("evidence", "evidence")], datasets=["fanoutqa"])
+
+
+def test_the_papers_reference_row_is_table_2s_eviomni_run():
+    """Table 3 (1.5B only) prints Table 2's EviOmni-1.5B EM as its reference row on every set: one run (D165)."""
+    table2, table3_rows = load_paper_tables(2), load_paper_tables(3)
+    assert set(table3_rows["model_size"]) == {"1.5B"}
+    reference = table3_rows[table3_rows["method"] == ALL].set_index("dataset")["value"]
+    eviomni = table2[(table2["method"] == "EviOmni") & (table2["model_size"] == "1.5B")
+                     & (table2["metric"] == "EM")].set_index("dataset")["value"]
+    assert reference.drop("Average").to_dict() == eviomni.to_dict() == {"NQ": 41.14, "TQA": 56.84, "HotpotQA": 20.46}
+    assert reference["Average"] == pytest.approx(eviomni.mean(), abs=0.005)
+
+
+def test_a_subset_is_the_main_run_when_its_answers_and_step_budget_are():
+    paper, tiny = load_profile("paper-1p5b"), load_profile("tiny")
+    assert [is_main_run(paper, s) for s in paper.ablation.subsets] == [False] * 5 + [True]  # max_steps: null
+    assert ablation.ablation_run(paper, REFERENCE).root == layout.train_run_dir("paper-1p5b")  # Table 2's run
+    assert ablation.ablation_run(paper, ["evidence"]).root == layout.train_run_dir("paper-1p5b", "ablation/evidence")
+    # tiny: one-step ablation runs beside a 24-step main run, so its reference row is trained here
+    assert tiny.ablation.max_steps == 1 != tiny.train.max_steps
+    assert not any(is_main_run(tiny, s) for s in tiny.ablation.subsets)
+    own = layout.train_run_dir("tiny", f"ablation/{subset_name(REFERENCE)}")
+    assert ablation.ablation_run(tiny, REFERENCE).root == own
+    same_budget = dataclasses.replace(tiny, ablation=dataclasses.replace(tiny.ablation, max_steps=tiny.train.max_steps))
+    assert is_main_run(same_budget, ("full", "rationale", "evidence"))  # as a set: Eq. 5 averages the answers
+    full_only = dataclasses.replace(same_budget, rewards=dataclasses.replace(tiny.rewards, answer_subset=("full",)))
+    assert [is_main_run(full_only, s) for s in tiny.ablation.subsets] == [True, False]  # [full] is then the main run
+
+
+def test_the_main_run_is_read_never_trained_and_other_subsets_are_trained(tmp_path, monkeypatch):
+    paper = load_profile("paper-1p5b", ROOT / "params.yaml")
+    tiny = load_profile("tiny", ROOT / "params.yaml")
+    monkeypatch.chdir(tmp_path)  # no data/ here
+    trained = []
+    monkeypatch.setattr(ablation, "train_extractor",
+                        lambda cfg, root, **kwargs: trained.append((cfg.name, root, kwargs)) or TrainRun(root))
+    with pytest.raises(FileNotFoundError, match=r"data/paper-1p5b/train/eviomni/extractor: no trained extractor "
+                                                r"yet; the Evidence\+Rationale\+Full Ctx row .* train_eviomni stage"):
+        ablation.trained_run(paper, REFERENCE)
+    layout.train_run_dir("paper-1p5b").joinpath("extractor").mkdir(parents=True)
+    assert ablation.trained_run(paper, REFERENCE).extractor == layout.train_run_dir("paper-1p5b") / "extractor"
+    assert trained == []
+    ablation.trained_run(paper, ["evidence"])
+    ablation.trained_run(tiny, REFERENCE)
+    assert trained == [
+        ("paper-1p5b", layout.train_run_dir("paper-1p5b", "ablation/evidence"),
+         {"answer_subset": ["evidence"], "max_steps": None}),
+        ("tiny", layout.train_run_dir("tiny", "ablation/evidence+rationale+full"),
+         {"answer_subset": REFERENCE, "max_steps": 1})]
 
 
 def records(ems: list[int]) -> list[dict]:

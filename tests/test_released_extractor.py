@@ -140,7 +140,8 @@ def _upstream(tmp_path: Path, eviomni: str) -> dict[str, set[str]]:
     with Repo(str(repo_dir)) as repo:
         graph = repo.index.graph
         by_name = {stage.name: stage for stage in graph}
-        return {name: {stage.name for stage in nx.descendants(graph, by_name[name])} for name in EVALUATION_STAGES}
+        return {name: {stage.name for stage in nx.descendants(graph, by_name[name])}
+                for name in [*EVALUATION_STAGES, "ablation_answer_rewards"]}
 
 
 def test_under_the_switch_no_evaluation_stage_needs_the_grpo_run(tmp_path):
@@ -151,3 +152,6 @@ def test_under_the_switch_no_evaluation_stage_needs_the_grpo_run(tmp_path):
         assert not {"train_eviomni", "format_warmup"} & released[stage], (stage, released[stage])
         assert {"train_eviomni", "format_warmup"} <= trained[stage], (stage, trained[stage])
         assert "released_extractor" not in trained[stage], stage
+    for upstream in (released, trained):  # Table 3 trains under either switch; its reference row may be the main run
+        assert "train_eviomni" in upstream["ablation_answer_rewards"]  # (D165)
+        assert "released_extractor" not in upstream["ablation_answer_rewards"]

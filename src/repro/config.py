@@ -771,6 +771,15 @@ class Profile:
     eviomni: str = TRAINED_EVIOMNI  # params.yaml's top-level `eviomni` (set by load_profile, not per profile)
 
 
+def is_main_run(cfg: Profile, answer_subset: typing.Sequence[str]) -> bool:
+    """Whether Table 3's run of `answer_subset` is the main GRPO run (D165): the same answers in R^ans, as a set
+    (Eq. 5 averages them, D19), and the same step budget (`ablation.max_steps` null or `train.max_steps`); every
+    other setting of the two runs is the profile's. The ablation then reuses the main run's extractor."""
+    ab = cfg.ablation
+    return (ab is not None and frozenset(answer_subset) == frozenset(cfg.rewards.answer_subset)
+            and ab.max_steps in (None, cfg.train.max_steps))
+
+
 def with_released_eviomni(cfg: Profile, where: str) -> Profile:
     """`cfg` under `eviomni: released_extractor`: the studies evaluate models.released_extractor in place of the
     trained extractor, i.e. method `eviomni` becomes `eviomni_released` in every list of EVIOMNI_STUDIES (once, where

@@ -43,7 +43,7 @@ from pathlib import Path
 import yaml
 
 from repro import remote
-from repro.config import EvaluationConfig, LoRASFTConfig, Profile, load_profile
+from repro.config import EvaluationConfig, LoRASFTConfig, Profile, is_main_run, load_profile
 from repro.preflight import accelerate_processes
 
 GB = 1e9
@@ -517,18 +517,22 @@ def latency_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
 
 
 def ablation_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
-    """One GRPO run per answer subset, then each extractor evaluated like Table 2's EviOmni column."""
+    """One GRPO run per answer subset that is not the main run (that one is reused, D165), then each extractor
+    evaluated like Table 2's EviOmni column."""
     ab, n = cfg.ablation, node_gpus(cfg)
-    runs = [grpo_wall(cfg, a, ab.max_steps or cfg.train.max_steps, subset) for subset in ab.subsets]
+    trained = [subset for subset in ab.subsets if not is_main_run(cfg, subset)]
+    runs = [grpo_wall(cfg, a, ab.max_steps or cfg.train.max_steps, subset) for subset in trained]
     ev = dataclasses.replace(cfg.evaluation, datasets=ab.datasets, methods=["eviomni"], max_questions=ab.max_questions)
     sets = [(capped(questions(cfg, d, ab.split), ab.max_questions), cfg.retrieval.topk) for d in ab.datasets]
     evaluation = study_cost(cfg, a, card, "", ev, sets * len(ab.subsets), extra_engines=len(ab.subsets) - 1)
     train = sum(wall for wall, _ in runs)
-    return StageCost("ablation_answer_rewards", n, train + evaluation.wall,
-                     train * n + evaluation.gpu_seconds, len(ab.subsets) * grpo_disk(cfg),
-                     max(grpo_memory(cfg, card), evaluation.memory),
-                     f"{len(ab.subsets)} GRPO runs of {runs[0][1]:,} steps", f"{GRPO_HINT}; {evaluation.hint}",
-                     grpo_problems(cfg, card) + evaluation.problems)
+    note = f"{len(runs)} GRPO run(s)" + (f" of {runs[0][1]:,} steps" if runs else "")
+    if len(runs) < len(ab.subsets):
+        note += ", the main run's reused"
+    grpo = (grpo_memory(cfg, card), grpo_problems(cfg, card)) if runs else (0.0, ())
+    return StageCost("ablation_answer_rewards", n, train + evaluation.wall, train * n + evaluation.gpu_seconds,
+                     len(runs) * grpo_disk(cfg), max(grpo[0], evaluation.memory), note,
+                     f"{GRPO_HINT}; {evaluation.hint}", grpo[1] + evaluation.problems)
 
 
 def length_tuning_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:

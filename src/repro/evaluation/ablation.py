@@ -7,7 +7,9 @@ each extractor evaluated like Table 2's EviOmni column (D43).
     tests = compare_subsets(files)             # each subset against all three answers, paired per item
 
 Runs live in data/<profile>/train/ablation/<subset>/ (resumable like the main run, repro.train.run) and their
-prediction files in data/<profile>/predictions/ablation_answer_rewards/<dataset>/<subset>.jsonl.
+prediction files in data/<profile>/predictions/ablation_answer_rewards/<dataset>/<subset>.jsonl. A subset whose run
+would repeat the main one (`repro.config.is_main_run`: the reference row on the paper profiles) reuses the main run's
+extractor, data/<profile>/train/eviomni/extractor: Table 3's reference row is Table 2's EviOmni, as in the paper (D165).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from collections.abc import Sequence
 import pandas as pd
 
 from repro import stats
-from repro.config import Profile
+from repro.config import Profile, is_main_run
 from repro.data import layout
 from repro.evaluation.records import read_records
 from repro.evaluation.refiners import RationalExtractor
@@ -42,18 +44,32 @@ def subset_name(subset: Sequence[str]) -> str:
 
 
 def ablation_run(cfg: Profile, subset: Sequence[str]) -> TrainRun:
+    """The run of `subset`: the main run (stage train_eviomni) when it is that run, else its own directory."""
+    if is_main_run(cfg, subset):
+        return TrainRun(layout.train_run_dir(cfg.name))
     return TrainRun(layout.train_run_dir(cfg.name, f"ablation/{subset_name(subset)}"))
 
 
+def trained_run(cfg: Profile, subset: Sequence[str]) -> TrainRun:
+    """Train (or resume, or reuse) the run of `subset`; the main run is only read, never trained here."""
+    run = ablation_run(cfg, subset)
+    if not is_main_run(cfg, subset):
+        return train_extractor(cfg, run.root, answer_subset=subset, max_steps=cfg.ablation.max_steps)
+    if not run.extractor.is_dir():
+        raise FileNotFoundError(f"{run.extractor}: no trained extractor yet; the {subset_label(subset)} row of Table 3 "
+                                f"is the main run's (D165): run the train_eviomni stage first")
+    return run
+
+
 def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:
-    """Train (or resume, or reuse) the extractor of every subset of `cfg.ablation`, then evaluate each on its test
-    sets with the profile's QA generator; one row per prediction file. Every run is trained before the first
-    model is loaded for evaluation, so training workers never share the devices with an inference engine."""
+    """Train (or resume, or reuse) the extractor of every subset of `cfg.ablation` (the main run's where
+    `is_main_run`), then evaluate each on its test sets with the profile's QA generator; one row per prediction
+    file. Every run is trained before the first model is loaded for evaluation, so training workers never share the
+    devices with an inference engine."""
     ab = cfg.ablation
     if ab is None:
         raise ValueError(f"profile {cfg.name} has no ablation section")
-    runs = {subset_name(s): train_extractor(cfg, ablation_run(cfg, s).root, answer_subset=s, max_steps=ab.max_steps)
-            for s in ab.subsets}
+    runs = {subset_name(s): trained_run(cfg, s) for s in ab.subsets}
     sets = {dataset: evaluation_rows(cfg, dataset, ab.split, ab.max_questions) for dataset in ab.datasets}
     ev = with_evaluation_settings(cfg, datasets=ab.datasets, split=ab.split, max_questions=ab.max_questions)
     files = []
