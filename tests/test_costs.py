@@ -86,6 +86,22 @@ def test_the_data_stage_disk_is_its_indexes_and_retrieved_passages():
     assert smoke.disk == 100_000 * 666 + 2 * costs.index_bytes(100_000, 768) + 200 * 9 * 5 * 800
 
 
+def test_starts_are_counted_as_the_code_makes_them():
+    """One process per stage (the AR study's two LoRA runs share theirs), one vLLM engine for both AR variants (their
+    adapters are LoRA requests, D94), and a start for length_tuning's stage when it is not requested (D166)."""
+    cfg, a, card = load_profile("gpu-smoke"), costs.PESSIMISTIC, 80e9
+    free, weights = costs.without_starts(a), 3.08e9 / a.disk_read  # Qwen2.5-1.5B read from disk
+    evaluation = costs.ar_stage(cfg, a, card).wall - costs.ar_stage(cfg, free, card).wall
+    assert evaluation == pytest.approx(a.stage_start + a.eager_engine_start + weights)
+    train = costs.ar_train_stage(cfg, a, card).wall - costs.ar_train_stage(cfg, free, card).wall
+    assert train == pytest.approx(a.stage_start + (a.eager_engine_start + weights) + 2 * weights)  # teacher, 2 LoRA
+    qa = costs.qa_generator_stage(cfg, a, card).wall - costs.qa_generator_stage(cfg, free, card).wall
+    assert qa == pytest.approx(a.stage_start + weights)
+    light = costs.light_stage(cfg, a, card)
+    assert light.stage == "9 light stages" and light.note.endswith(", length_tuning")
+    assert light.wall == 9 * a.light_stage_start
+
+
 def test_the_smoke_is_sized_for_half_an_hour_on_one_80_gb_gpu():
     rows = costs.estimate(load_profile("gpu-smoke"))
     low, high = costs.totals(rows)["wall"]

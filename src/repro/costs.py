@@ -383,12 +383,13 @@ def train_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
 
 def lora_seconds(cfg: Profile, a: Assumptions, sft: LoRASFTConfig, model: str, examples: int, tokens: float,
                  flops_per_param: float = 4) -> float:
-    """A LoRA run in one process; transformers' Trainer spreads each batch over the node's GPUs (DataParallel)."""
+    """A LoRA run inside its stage's process (whose start the stage counts once); transformers' Trainer spreads each
+    batch over the node's GPUs (DataParallel)."""
     n, s = node_gpus(cfg), shape(model)
     batch = sft.per_device_batch_size * sft.gradient_accumulation_steps * n
     seen = examples * sft.epochs if sft.max_steps <= 0 else min(examples * sft.epochs, sft.max_steps * batch)
     gpus = n * a.dp_efficiency if n > 1 else 1
-    return a.stage_start + s.weights / a.disk_read + train_seconds(s, a, seen * tokens, flops_per_param, gpus)
+    return s.weights / a.disk_read + train_seconds(s, a, seen * tokens, flops_per_param, gpus)
 
 
 def lora_memory(sft: LoRASFTConfig, model: str, tokens: float) -> float:
@@ -405,7 +406,8 @@ def qa_generator_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
     short = INSTRUCTION_TOKENS + ANSWER_TOKENS  # Table 12: the question alone
     per_question = [long if i == "passages" or a.pad_to_max else short for i in q.inputs]
     n = sum(capped(questions(cfg, d, q.split), q.max_train_questions) for d in q.datasets)
-    wall = lora_seconds(cfg, a, q, cfg.models.generator, n * len(per_question), sum(per_question) / len(per_question))
+    wall = a.stage_start + lora_seconds(cfg, a, q, cfg.models.generator, n * len(per_question),
+                                        sum(per_question) / len(per_question))
     return StageCost("qa_generator", node_gpus(cfg), wall, wall * node_gpus(cfg), 0,
                      lora_memory(q, cfg.models.generator, long), f"{n * len(per_question):,} examples",
                      "halve qa_generator.per_device_batch_size and double gradient_accumulation_steps")
@@ -415,7 +417,7 @@ def filco_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
     f = cfg.filco
     n = sum(capped(questions(cfg, d, f.split), f.max_train_questions) for d in f.datasets)
     tokens = prompt_tokens(cfg.retrieval.topk) + 4 * ANSWER_TOKENS  # the silver sentences as the target
-    wall = lora_seconds(cfg, a, f, cfg.models.extractor, n, tokens)
+    wall = a.stage_start + lora_seconds(cfg, a, f, cfg.models.extractor, n, tokens)
     return StageCost("filco_train", node_gpus(cfg), wall, wall * node_gpus(cfg), 0,
                      lora_memory(f, cfg.models.extractor, tokens), f"{n:,} examples",
                      "halve filco.per_device_batch_size and double gradient_accumulation_steps")
@@ -432,7 +434,7 @@ def seer_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
     assess = encode_seconds(shape(cfg.models.generator).params, a, 2 * sr.num_samples * n, prompt)
     pair_tokens = 2 * (prompt + a.generated_fraction * sr.max_new_tokens)
     dpo = lora_seconds(cfg, a, sr, cfg.models.extractor, n * sr.max_pairs_per_question, pair_tokens, 6)
-    wall = sample + assess + dpo + 2 * s.weights / a.disk_read
+    wall = a.stage_start + sample + assess + dpo + 2 * s.weights / a.disk_read
     memory = 2 * s.weights + running * (prompt + sr.max_new_tokens) * s.kv_per_token
     return StageCost("seer_train", 1, wall, wall - dpo + dpo * node_gpus(cfg), 0, memory,
                      f"{n:,} questions x {sr.num_samples} samples", "lower seer.batch_size")
@@ -478,7 +480,9 @@ def main_comparison_stage(cfg: Profile, a: Assumptions, card: float) -> StageCos
         return cost
     check = study_cost(cfg, a, card, "", dataclasses.replace(ev, methods=["zero", "full"]),
                        [(ev.reading_check_questions, cfg.retrieval.topk)] * len(ev.datasets))  # Zero vs Full (D91)
-    return dataclasses.replace(cost, wall=cost.wall + check.wall, gpu_seconds=cost.gpu_seconds + check.gpu_seconds)
+    same_process = a.stage_start * cost.gpus  # the check runs in the stage's process, with engines of its own
+    return dataclasses.replace(cost, wall=cost.wall + check.wall - a.stage_start,
+                               gpu_seconds=cost.gpu_seconds + check.gpu_seconds - same_process)
 
 
 def distractor_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
@@ -600,7 +604,7 @@ def ar_train_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
         memory = share * card
         problems = engine_problems(f"params.yaml: profiles.{cfg.name}.ar_study.teacher.options", [(s, share, tp)], card)
     tokens = prompt + target
-    sft = 2 * lora_seconds(cfg, a, ar.sft, ar.student, n, tokens)  # every question kept: an upper bound
+    sft = 2 * lora_seconds(cfg, a, ar.sft, ar.student, n, tokens)  # in one process; every question kept: an upper bound
     memory = max(memory, lora_memory(ar.sft, ar.student, tokens))
     wall = a.stage_start + teacher + sft
     note = f"{n * t.samples:,} teacher responses" + (" over the API (no GPU)" if t.backend == "openai" else "")
@@ -614,7 +618,8 @@ def ar_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
     tp = e.options.get("tensor_parallel_size", 1)
     overhead = a.eager_step_overhead if e.options.get("enforce_eager") else a.step_overhead
     variant = generation_seconds(s, a, n, prompt_tokens(cfg.retrieval.topk), e.max_new_tokens, tp, overhead=overhead)
-    wall = a.stage_start + 2 * (variant + engine_seconds(s, a, e.options))  # one engine per variant, in turn
+    engines = 1 if e.backend == "vllm" else 2  # vLLM: one engine, the variants' adapters as LoRA requests (D94)
+    wall = a.stage_start + 2 * variant + engines * engine_seconds(s, a, e.options)
     share = e.options.get("gpu_memory_utilization", DEFAULT_SHARE) if e.backend == "vllm" else 0
     problems = engine_problems(f"params.yaml: profiles.{cfg.name}.ar_study.evaluation.options", [(s, share, tp)],
                                card) if share else ()
@@ -627,8 +632,10 @@ LIGHT_STAGES = ("assets", "length_rewards", "significance_reported", "retrieval_
 
 
 def light_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
-    return StageCost(f"{len(LIGHT_STAGES)} light stages", 0, len(LIGHT_STAGES) * a.light_stage_start, 0, 0, 0,
-                     "CPU: " + ", ".join(LIGHT_STAGES))
+    """Stages that load no model; `length_tuning: null` still starts its stage, which records "not requested"."""
+    light = LIGHT_STAGES + (("length_tuning",) if cfg.length_tuning is None else ())
+    return StageCost(f"{len(light)} light stages", 0, len(light) * a.light_stage_start, 0, 0, 0,
+                     "CPU: " + ", ".join(light))
 
 
 STAGES: list[tuple[str, Callable[[Profile, Assumptions, float], StageCost]]] = [
