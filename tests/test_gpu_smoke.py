@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from repro import remote
-from repro.config import load_profile, read_params
+from repro.config import is_main_run, load_profile, read_params
 from repro.io import InputError
 from repro.preflight import Gpu, gpu_errors
 
@@ -67,6 +67,10 @@ def test_the_smoke_runs_paper_1p5bs_code_path_on_one_gpu():
         assert getattr(smoke, section).backend == getattr(paper, section).backend == "vllm"
     assert smoke.ar_study.evaluation.backend == "vllm" and smoke.ar_study.teacher.backend == "vllm"
     assert smoke.evaluation.methods == paper.evaluation.methods  # every Table 2 column
+    assert smoke.ablation.max_steps is paper.ablation.max_steps is None  # the main run's budget: its row reused (D165)
+    assert [s for s in smoke.ablation.subsets if not is_main_run(smoke, s)] == [("evidence",)]  # the one trained
+    assert [s for s in paper.ablation.subsets if is_main_run(paper, s)] == [s for s in smoke.ablation.subsets
+                                                                             if is_main_run(smoke, s)]
     train = {k: v for k, v in vars(smoke.train).items() if k not in ("max_steps", "save_steps", "dev_max_questions",
                                                                       "accelerate_config")}
     assert train == {k: getattr(paper.train, k) for k in train}  # per-GPU batch, lengths, vLLM: paper-1p5b's
