@@ -128,7 +128,8 @@ def test_a_checkpoint_without_safetensors_is_refused(tmp_path, stand_in):
 
 
 def _upstream(tmp_path: Path, eviomni: str) -> dict[str, set[str]]:
-    """For each evaluation stage, the stages `dvc repro <stage>` runs before it (DVC's own graph, ci profile)."""
+    """For each evaluation stage and Table 3's, the stages `dvc repro <stage>` runs before it (DVC's own graph, ci
+    profile)."""
     from dvc.repo import Repo
 
     repo_dir = tmp_path / eviomni.replace("/", "_")

@@ -783,7 +783,7 @@ def is_main_run(cfg: Profile, answer_subset: typing.Sequence[str]) -> bool:
 def with_released_eviomni(cfg: Profile, where: str) -> Profile:
     """`cfg` under `eviomni: released_extractor`: the studies evaluate models.released_extractor in place of the
     trained extractor, i.e. method `eviomni` becomes `eviomni_released` in every list of EVIOMNI_STUDIES (once, where
-    the list names both). Nothing then reads the GRPO run (D132)."""
+    the list names both). None of them then reads the GRPO run (D132); Table 3 trains, and may reuse it (D165)."""
     if cfg.models.released_extractor is None:
         raise ConfigError(f"{where}.models.released_extractor: null, but params.yaml's top-level `eviomni` is "
                           f"'{RELEASED_EVIOMNI}'; name the released checkpoint or set `eviomni: {TRAINED_EVIOMNI}`")
