@@ -1,12 +1,22 @@
 """Every profile in params.yaml validates against the schema; bad profiles fail with the key's path."""
 
+import dataclasses
 import importlib
 import inspect
 import textwrap
 
 import pytest
 
-from repro.config import GENERATOR_OPTIONS, ConfigError, Profile, _build, load_profile, profile_names, read_params
+from repro.config import (
+    GENERATOR_OPTIONS,
+    ConfigError,
+    Profile,
+    _build,
+    design_row,
+    load_profile,
+    profile_names,
+    read_params,
+)
 from repro.stats import mcnemar_sample_size
 
 PAPER_PROFILES = ["paper-1p5b", "paper-7b"]
@@ -130,7 +140,7 @@ def test_agentic_conditions_are_validated_with_their_key(key, value, message):
 def test_cpu_study_is_tiny_with_its_time_moved_to_grpo_steps_and_table_2_questions():
     tiny, study = load_profile("tiny"), load_profile("cpu-study")
     for section in ("models", "rewards", "data", "retrieval", "noise", "qa_generator", "filco", "seer", "baselines",
-                    "latency", "ablation", "distractor", "noise_robustness", "ar_study"):
+                    "latency", "ablation", "reward_designs", "distractor", "noise_robustness", "ar_study"):
         assert getattr(study, section) == getattr(tiny, section), section
     changed = {"max_steps", "save_steps", "dev_max_questions", "heldout_questions"}
     assert {k: v for k, v in vars(study.train).items() if k not in changed} == \
@@ -139,6 +149,56 @@ def test_cpu_study_is_tiny_with_its_time_moved_to_grpo_steps_and_table_2_questio
     assert {"full", "recomp", "filco", "eviomni"} <= set(study.evaluation.methods)
     # tiny's Table 2 (16 OVOS-describe questions): EviOmni and Full disagreed on EM on 1 of 16 (D157)
     assert study.evaluation.max_questions >= mcnemar_sample_size(1 / 16, 0.05) == 194
+
+
+ISSUE_18_ROWS = ["eviomni", "eviomni_eqr", "evinote", "eval_rar", "arena", "eviomni_k2"]  # the issue's six runs
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"designs": ["eviomni", "arena_k4"]}, r"'arena_k4' is not a design of \['eviomni', 'eviomni_eqr', 'evinote', "
+                                           r"'eval_rar', 'arena'\], optionally followed by _<KL estimator>"),
+    ({"designs": ["eviomni", "eviomni"]}, r"reward_designs: need datasets and distinct design rows"),
+    ({"designs": []}, r"reward_designs: need datasets and distinct design rows"),
+    ({"datasets": []}, r"reward_designs: need datasets and distinct design rows"),
+    ({"max_questions": 1}, r"max_steps >= 1 and max_questions >= 2 \(a paired test\)"),
+    ({"max_steps": 0}, r"max_steps >= 1 and max_questions >= 2"),
+    ({"design": ["eviomni"]}, r"profiles\.ci\.reward_designs: unknown key\(s\) \['design'\]"),
+])
+def test_reward_design_rows_are_validated(change, message):
+    params = read_params()
+    params["profiles"]["ci"]["reward_designs"].update(change)
+    with pytest.raises(ConfigError, match=message):
+        _build(Profile, {"name": "ci", **params["profiles"]["ci"]}, "profiles.ci")
+
+
+def test_the_reward_design_study_runs_the_issues_six_designs_where_it_measures():
+    for name in [*PAPER_PROFILES, "cpu-rewards"]:
+        assert load_profile(name).reward_designs.designs == ISSUE_18_ROWS, name
+    for name in PAPER_PROFILES:  # Table 3's budget: every run as long as the main one, every test set
+        study, ablation = load_profile(name).reward_designs, load_profile(name).ablation
+        assert (study.datasets, study.max_steps, study.max_questions) == (ablation.datasets, None, None)
+    assert load_profile("gpu-smoke").reward_designs is None  # the half-hour smoke has no room (D158)
+    tiny, ci = load_profile("tiny").reward_designs, load_profile("ci").reward_designs
+    assert tiny.designs[0] == ci.designs[0] == "eviomni"  # the reference of the paired tests
+    assert len(tiny.designs) == 2 and tiny.max_steps == 1 and tiny.max_questions <= 4  # mechanics, ~2.3 min (D158)
+    from repro.rewards import REWARD_DESIGNS
+
+    rows = [design_row(row) for row in ci.designs]  # ci's runs cover every code path of the trainer's designs
+    assert {REWARD_DESIGNS[d].masked_answers for d, _ in rows} == {True, False}
+    assert any("nli" in REWARD_DESIGNS[d].requires for d, _ in rows)
+    assert any("gold_passages" in REWARD_DESIGNS[d].requires for d, _ in rows) and ("arena", "k2") in rows
+
+
+def test_cpu_rewards_is_tiny_with_its_time_moved_to_the_reward_design_study():
+    tiny, study = load_profile("tiny"), load_profile("cpu-rewards")
+    for section in ("models", "rewards", "data", "retrieval", "noise", "train", "qa_generator", "filco", "seer",
+                    "baselines", "latency", "length_tuning", "ablation", "distractor", "noise_robustness", "ar_study"):
+        assert getattr(study, section) == getattr(tiny, section), section
+    assert dataclasses.replace(study.evaluation, batch_size=tiny.evaluation.batch_size) == tiny.evaluation
+    rows = study.reward_designs
+    assert rows.max_steps is None and study.train.max_steps == tiny.train.max_steps  # the main run's step budget
+    assert rows.datasets == [tiny.train.dataset]
+    assert rows.max_questions >= mcnemar_sample_size(1 / 16, 0.05) == 194  # 5 EM points at tiny's discordance
 
 
 def test_every_profile_but_tiny_runs_the_eval_rar_condition_on_its_agentic_items():

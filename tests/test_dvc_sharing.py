@@ -142,9 +142,11 @@ def test_every_output_is_cached_and_the_resumable_ones_persist():
         for path, props in _outs(stage).items():
             assert props.get("cache", True), f"{name}: {path} is not DVC-cached"
     persisted = {path for stage in STAGES.values() for path, props in _outs(stage).items() if props.get("persist")}
-    for name in ("main_comparison", "distractor_setting", "noise_robustness", "ablation_answer_rewards"):
+    for name in ("main_comparison", "distractor_setting", "noise_robustness", "ablation_answer_rewards",
+                 "reward_designs"):
         assert f"data/${{profile}}/predictions/{name}" in persisted  # per-item records, read by resumable runners
-    assert {"data/${profile}/train/eviomni", "data/${profile}/index", "data/${profile}/qa_generator"} <= persisted
+    assert {"data/${profile}/train/eviomni", "data/${profile}/index", "data/${profile}/qa_generator",
+            "data/${profile}/train/ablation", "data/${profile}/train/reward_designs"} <= persisted
 
 
 def test_cache_links_where_the_file_system_allows():
@@ -164,7 +166,7 @@ def test_each_study_declares_the_metrics_its_notebook_writes():
     declared = {name: [m for m in stage.get("metrics", [])] for name, stage in STAGES.items()}
     assert {name for name, files in declared.items() if files} == {
         "retrieval_quality", "train_eviomni", "training_dynamics", "main_comparison", "ablation_answer_rewards",
-        "distractor_setting", "noise_robustness", "latency", "agentic_search_r1", "ar_study"}
+        "reward_designs", "distractor_setting", "noise_robustness", "latency", "agentic_search_r1", "ar_study"}
     for name, files in declared.items():
         code = _notebook_code(STAGES[name])
         assert files in ([], [f"metrics/{name}.json"]), name

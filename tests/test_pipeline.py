@@ -90,6 +90,10 @@ def test_dvc_pipeline_runs_end_to_end_on_the_ci_profile(ci_checkout):
             path = ci_checkout / out["path"]
             assert path.exists() and (path.is_file() or any(path.iterdir())), f"{stage}: empty output {path}"
 
+    designs = yaml.safe_load((ci_checkout / "params.yaml").read_text())["profiles"]["ci"]["reward_designs"]["designs"]
+    summary = (ci_checkout / "results" / "ci" / "reward_designs" / "summary.csv").read_text().splitlines()
+    assert [line.split(",")[0] for line in summary[1:]] == designs, "one row per reward design (issue #18)"
+
     status = _run(["dvc", "status"], ci_checkout)
     assert status.returncode == 0 and "up to date" in status.stdout, status.stdout
     weights = ci_checkout / "data" / "ci" / "train" / "eviomni" / "extractor" / "model.safetensors"

@@ -144,6 +144,8 @@ def test_compare_per_item_runs_every_test_and_corrects(scores):
     assert (table["p_holm"] >= table["p_value"]).all() and (table["p_holm"] < 0.05).all()
     with pytest.raises(ValueError, match="no metric in common"):
         compare_per_item({"em": em_a}, {"f1": a})
+    recall = compare_per_item({"em": em_a, "ar": em_a}, {"em": em_b, "ar": em_b}, n_resamples=500, binary=("ar",))
+    assert recall[recall["test"] == "McNemar (exact)"]["metric"].tolist() == ["ar"]  # any named 0/1 metric
 
 
 def test_mcnemar_sample_size_follows_connors_formula_by_hand():

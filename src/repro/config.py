@@ -68,6 +68,10 @@ class ModelsConfig:
         return self.inference_dtype or self.dtype
 
 
+RewardDesign = typing.Literal["eviomni", "eviomni_eqr", "evinote", "eval_rar", "arena"]  # rows of REWARD_DESIGNS
+KLEstimator = typing.Literal["k3", "k2"]  # TRL's k3, ARENA's k2 (D130)
+
+
 @dataclasses.dataclass(frozen=True)
 class RewardsConfig:
     """Rewards, masking and advantage of §3.1-3.3 (Eqs. 4-7, 10-11); choices in docs/decisions.md."""
@@ -85,7 +89,7 @@ class RewardsConfig:
         default="strict", metadata={"help": "R^fmt: D18's exact form, or tagged parts in order amid free text (D147)"})
     masked_answer_prompt: typing.Literal["table14", "table11"] = dataclasses.field(
         default="table14", metadata={"help": "o_r/o_e continue Table 14 (D7), or answer Table 11's QA prompt (D148)"})
-    design: typing.Literal["eviomni", "eviomni_eqr", "evinote", "eval_rar", "arena"] = dataclasses.field(
+    design: RewardDesign = dataclasses.field(
         default="eviomni", metadata={"help": "reward design, a row of repro.rewards.REWARD_DESIGNS (D125)"})
     evinote_reading: typing.Literal["paper", "code"] = dataclasses.field(
         default="paper", metadata={"help": "EviNote-RAG's Eq. 5 as printed, or its released code (D126)"})
@@ -217,7 +221,7 @@ class TrainConfig:
     dataset: str  # the data.datasets entry trained on (the paper: NQ)
     learning_rate: float = 1e-6  # App. A.2
     beta: float = 0.01  # KL coefficient β (App. A.2), k3 estimator in the loss, reference = initial model
-    kl_estimator: typing.Literal["k3", "k2"] = dataclasses.field(
+    kl_estimator: KLEstimator = dataclasses.field(
         default="k3", metadata={"help": "KL estimator in the loss: TRL's k3, or ARENA's k2 ½(log π_θ − log π_ref)² (D130)"})
     epsilon: float = 0.2  # PPO clip ε (App. A.2)
     loss_type: typing.Literal["grpo", "dapo", "bnpo", "dr_grpo"] = "grpo"  # Eq. 8's per-response mean
@@ -575,6 +579,48 @@ class AblationConfig:
             raise ConfigError("ablation: need datasets and distinct non-empty subsets of distinct answer names")
 
 
+def design_row(row: str) -> tuple[str, str | None]:
+    """(rewards.design, train.kl_estimator) of a row of `reward_designs.designs`: a design name, optionally followed by
+    "_" and a KL estimator, which then replaces the profile's (None: the profile's `train.kl_estimator`; D159).
+
+    >>> design_row("eviomni_k2"), design_row("eval_rar")
+    (('eviomni', 'k2'), ('eval_rar', None))
+    """
+    designs, estimators = typing.get_args(RewardDesign), typing.get_args(KLEstimator)
+    design, _, estimator = row.rpartition("_")
+    if design in designs and estimator in estimators:
+        return design, estimator
+    if row in designs:
+        return row, None
+    raise ConfigError(f"reward_designs.designs: {row!r} is not a design of {list(designs)}, optionally followed by "
+                      f"_<KL estimator> of {list(estimators)} (e.g. eviomni_k2)")
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardDesignsConfig:
+    """The reward-design study (issue #18): one GRPO run per row, the profile's run with `rewards.design` (and, for a
+    row such as eviomni_k2, `train.kl_estimator`) replaced, each evaluated like Table 2's EviOmni column and compared
+    with the row `eviomni` (repro.evaluation.reward_designs, D158-D161)."""
+
+    designs: list[str] = dataclasses.field(
+        metadata={"help": "rows: a rewards.design, optionally with _<train.kl_estimator> (eviomni_k2; D159)"})
+    datasets: list[str] = dataclasses.field(metadata={"help": "test sets each extractor is evaluated on"})
+    split: str = "test"
+    max_steps: int | None = dataclasses.field(
+        default=None, metadata={"help": "optimizer steps per run (None: train.max_steps)"})
+    max_questions: int | None = dataclasses.field(
+        default=None, metadata={"help": "a seeded subset of N questions of each set (None: all; >= 2 for the tests)"})
+
+    def __post_init__(self):
+        for row in self.designs:
+            design_row(row)
+        if not self.designs or not self.datasets or len(set(self.designs)) != len(self.designs):
+            raise ConfigError("reward_designs: need datasets and distinct design rows")
+        if self.max_steps is not None and self.max_steps < 1 or self.max_questions is not None \
+                and self.max_questions < 2:
+            raise ConfigError("reward_designs: need max_steps >= 1 and max_questions >= 2 (a paired test), or null")
+
+
 @dataclasses.dataclass(frozen=True)
 class LatencyConfig:
     """Table 4: seconds per query of evidence extraction, model load excluded (§4.5: batch 64, 768 new tokens)."""
@@ -761,6 +807,7 @@ class Profile:
     evaluation: EvaluationConfig | None = None  # Table 2 (repro.evaluation)
     latency: LatencyConfig | None = None  # Table 4 (repro.evaluation.latency)
     ablation: AblationConfig | None = None  # Table 3 (repro.evaluation.ablation)
+    reward_designs: RewardDesignsConfig | None = None  # issue #18 (repro.evaluation.reward_designs; None: not run)
     length_tuning: LengthTuningConfig | None = None  # τ, γ on a dev grid (repro.train.length_tuning; None: not run)
     distractor: DistractorConfig | None = None  # Tables 9-10 (repro.evaluation.study)
     noise_robustness: NoiseRobustnessConfig | None = None  # Figure 5 (repro.evaluation.study)

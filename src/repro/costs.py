@@ -520,23 +520,42 @@ def latency_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
                                      card))
 
 
+def trained_extractors_cost(cfg: Profile, a: Assumptions, card: float, stage: str, runs: list[tuple[float, int]],
+                            section, extractors: int, reused: str = "") -> StageCost:
+    """GRPO runs one after another (`runs`: grpo_wall of each), then `extractors` extractors (the runs' and any reused
+    one) evaluated like Table 2's EviOmni column on the test sets of `section` (datasets, split, max_questions), one
+    extractor engine at a time."""
+    n = node_gpus(cfg)
+    ev = dataclasses.replace(cfg.evaluation, datasets=section.datasets, methods=["eviomni"],
+                             max_questions=section.max_questions)
+    sets = [(capped(questions(cfg, d, section.split), section.max_questions), cfg.retrieval.topk)
+            for d in section.datasets]
+    evaluation = study_cost(cfg, a, card, "", ev, sets * extractors, extra_engines=extractors - 1)
+    train = sum(wall for wall, _ in runs)
+    note = f"{len(runs)} GRPO run(s)" + (f" of {runs[0][1]:,} steps" if runs else "") + reused
+    grpo = (grpo_memory(cfg, card), grpo_problems(cfg, card)) if runs else (0.0, ())
+    return StageCost(stage, n, train + evaluation.wall, train * n + evaluation.gpu_seconds, len(runs) * grpo_disk(cfg),
+                     max(grpo[0], evaluation.memory), note, f"{GRPO_HINT}; {evaluation.hint}",
+                     grpo[1] + evaluation.problems)
+
+
 def ablation_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
     """One GRPO run per answer subset that is not the main run (that one is reused, D165), then each extractor
     evaluated like Table 2's EviOmni column."""
-    ab, n = cfg.ablation, node_gpus(cfg)
+    ab = cfg.ablation
     trained = [subset for subset in ab.subsets if not is_main_run(cfg, subset)]
     runs = [grpo_wall(cfg, a, ab.max_steps or cfg.train.max_steps, subset) for subset in trained]
-    ev = dataclasses.replace(cfg.evaluation, datasets=ab.datasets, methods=["eviomni"], max_questions=ab.max_questions)
-    sets = [(capped(questions(cfg, d, ab.split), ab.max_questions), cfg.retrieval.topk) for d in ab.datasets]
-    evaluation = study_cost(cfg, a, card, "", ev, sets * len(ab.subsets), extra_engines=len(ab.subsets) - 1)
-    train = sum(wall for wall, _ in runs)
-    note = f"{len(runs)} GRPO run(s)" + (f" of {runs[0][1]:,} steps" if runs else "")
-    if len(runs) < len(ab.subsets):
-        note += ", the main run's reused"
-    grpo = (grpo_memory(cfg, card), grpo_problems(cfg, card)) if runs else (0.0, ())
-    return StageCost("ablation_answer_rewards", n, train + evaluation.wall, train * n + evaluation.gpu_seconds,
-                     len(runs) * grpo_disk(cfg), max(grpo[0], evaluation.memory), note,
-                     f"{GRPO_HINT}; {evaluation.hint}", grpo[1] + evaluation.problems)
+    reused = ", the main run's reused" if len(trained) < len(ab.subsets) else ""
+    return trained_extractors_cost(cfg, a, card, "ablation_answer_rewards", runs, ab, len(ab.subsets), reused)
+
+
+def reward_designs_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
+    """One GRPO run per reward design, each costed as EviOmni's run (the other designs generate no o_r, o_e: an upper
+    bound), then each extractor evaluated like Table 2's EviOmni column; the NLI pass over the evidence is not counted
+    (one classifier forward per item, against GRPO runs)."""
+    rd = cfg.reward_designs
+    runs = [grpo_wall(cfg, a, rd.max_steps or cfg.train.max_steps)] * len(rd.designs)
+    return trained_extractors_cost(cfg, a, card, "reward_designs", runs, rd, len(rd.designs))
 
 
 def length_tuning_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
@@ -642,7 +661,8 @@ STAGES: list[tuple[str, Callable[[Profile, Assumptions, float], StageCost]]] = [
     ("fetch", fetch_stage), ("data", data_stage), ("train", train_stage), ("qa_generator", qa_generator_stage),
     ("filco", filco_stage), ("seer", seer_stage), ("evaluation", main_comparison_stage),
     ("distractor", distractor_stage), ("noise_robustness", noise_stage), ("latency", latency_stage),
-    ("ablation", ablation_stage), ("length_tuning", length_tuning_stage), ("agentic", agentic_stage),
+    ("ablation", ablation_stage), ("reward_designs", reward_designs_stage), ("length_tuning", length_tuning_stage),
+    ("agentic", agentic_stage),
     ("ar_study", ar_train_stage), ("ar_study", ar_stage),
     ("data", light_stage),
 ]  # (the profile section a stage needs, its cost)
@@ -685,9 +705,13 @@ def estimate(cfg: Profile, card: float = 80 * GB, bounds: tuple[Assumptions, Ass
     return rows
 
 
-def totals(rows: list[Estimate], ablation: bool = True) -> dict:
-    """Sums over the stages after fetching (with or without Table 3's ablation); disk over every stage."""
-    chosen = [r for r in rows if not r.stage.startswith("fetch") and (ablation or not r.stage.startswith("ablation"))]
+EXTRA_RUN_STAGES = ("ablation_answer_rewards", "reward_designs")  # the studies that train GRPO runs of their own
+
+
+def totals(rows: list[Estimate], extra_runs: bool = True) -> dict:
+    """Sums over the stages after fetching (with or without EXTRA_RUN_STAGES: Table 3's ablation and the reward-design
+    study); disk over every stage."""
+    chosen = [r for r in rows if not r.stage.startswith("fetch") and (extra_runs or r.stage not in EXTRA_RUN_STAGES)]
     return {"wall": tuple(sum(r.wall[i] for r in chosen) for i in (0, 1)),
             "gpu_seconds": tuple(sum(r.gpu_seconds[i] for r in chosen) for i in (0, 1)),
             "disk": sum(r.disk for r in rows), "memory": max((r.memory for r in chosen), default=0)}
@@ -706,7 +730,8 @@ def _range(values: tuple[float, float], unit: float) -> str:
 
 
 def table(cfg: Profile, card: float = 80 * GB) -> str:
-    """The estimate as a markdown table with totals (with and without Table 3's ablation), then what does not fit."""
+    """The estimate as a markdown table with totals (with and without the studies of extra GRPO runs), then what does
+    not fit."""
     rows = estimate(cfg, card)
     unit, label = (60, "min") if totals(rows)["wall"][1] < 4 * 3600 else (3600, "h")
     lines = [f"`{cfg.name}`: ESTIMATES on one node of {node_gpus(cfg)} A100 GPU(s) of {card / GB:.0f} GB "
@@ -716,7 +741,8 @@ def table(cfg: Profile, card: float = 80 * GB) -> str:
     for r in rows:
         lines.append(f"| {r.stage} | {r.gpus} | {_range(r.gpu_seconds, unit)} | {_range(r.wall, unit)} | "
                      f"{r.disk / GB:.1f} | {r.memory / GB:.0f}{' (!)' if r.problems else ''} | {r.note} |")
-    for name, t in (("total", totals(rows)), ("total without Table 3's ablation", totals(rows, ablation=False))):
+    for name, t in (("total", totals(rows)),
+                    ("total without Table 3's ablation and the reward designs", totals(rows, extra_runs=False))):
         lines.append(f"| **{name}** | | {_range(t['gpu_seconds'], unit)} | {_range(t['wall'], unit)} | "
                      f"{t['disk'] / GB:.0f} | {t['memory'] / GB:.0f} | |")
     lines.append(f"| of the total, process and engine starts | | | {_range(start_seconds(cfg, card), unit)} | | | |")

@@ -28,7 +28,7 @@ from repro.assets import EMBEDDED_PREFIX, AssetError, fetched_dir, is_hub_id, re
 from repro.config import Profile, load_profile
 
 # Stages that start GRPO's vLLM engine (the o_r context check tokenizes the training prompts: about a minute on NQ).
-CONTEXT_STAGES = ("train_eviomni", "ablation_answer_rewards", "length_tuning")
+CONTEXT_STAGES = ("train_eviomni", "ablation_answer_rewards", "reward_designs", "length_tuning")
 # Stages that read only the pipeline's own outputs or the paper's numbers: nothing to check.
 LIGHT_STAGES = ("length_rewards", "significance_reported", "training_dynamics", "case_inspection")
 ENGINE_KEYS = ("gpu_memory_utilization", "tensor_parallel_size", "max_model_len")

@@ -201,11 +201,12 @@ def min_sign_test_p(n: int, alternative: Alternative = "two-sided") -> float:
 
 
 def compare_per_item(
-    scores_a: dict[str, Sequence[float]], scores_b: dict[str, Sequence[float]], n_resamples: int = 10_000, seed: int = 0
+    scores_a: dict[str, Sequence[float]], scores_b: dict[str, Sequence[float]], n_resamples: int = 10_000, seed: int = 0,
+    binary: Sequence[str] = ("em",),
 ) -> pd.DataFrame:
     """System a against system b on the same items, for every metric both score dicts hold (e.g. the
     {"em": …, "f1": …} of repro.metrics.per_item_qa_scores): paired bootstrap and approximate randomization,
-    plus exact McNemar for "em"; Holm-corrected across all rows."""
+    plus exact McNemar for the 0/1 metrics named in `binary`; Holm-corrected across all rows."""
     metrics = [m for m in scores_a if m in scores_b]
     if not metrics:
         raise ValueError(f"no metric in common: {sorted(scores_a)} vs {sorted(scores_b)}")
@@ -216,7 +217,7 @@ def compare_per_item(
             paired_bootstrap(a, b, n_resamples, seed=seed),
             approximate_randomization(a, b, n_resamples - 1, seed=seed),
         ]
-        if metric == "em":
+        if metric in binary:
             tests.append(mcnemar_test(a, b))
         results += [{"metric": metric, **t.as_dict()} for t in tests]
     table = pd.DataFrame(results)

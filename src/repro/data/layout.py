@@ -13,7 +13,8 @@ The stages after it, where a path is read by more than one layer (a study's own 
 module: `repro.ar_study.paths`, `repro.baselines.filco.filco_dir`, `repro.baselines.seer.seer_dir`):
 
     train/<name>/                                   a GRPO run (repro.train.run.TrainRun); `eviomni` is the main
-                                                    one, `ablation/<subset>` the Table 3 runs
+                                                    one, `ablation/<subset>` the Table 3 runs, `reward_designs/<row>`
+                                                    the reward-design study's
     train/format_warmup/                            the format warm-up of the starting policy (repro.train.warmup)
     qa_generator/adapter/                           the LoRA QA generator (repro.train.sft)
     predictions/<study>/<dataset>/<method>.jsonl    per-item records (+ .manifest.json, + .partial.jsonl while

@@ -18,13 +18,11 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from repro import stats
 from repro.config import Profile, is_main_run
 from repro.data import layout
 from repro.evaluation.records import read_records
-from repro.evaluation.refiners import RationalExtractor
-from repro.evaluation.study import Study, evaluation_rows, with_evaluation_settings
 from repro.evaluation.tables import summarize
+from repro.evaluation.trained_extractors import compare_with_reference, evaluate_extractors
 from repro.train.run import TrainRun, train_extractor
 
 STUDY = "ablation_answer_rewards"
@@ -63,27 +61,15 @@ def trained_run(cfg: Profile, subset: Sequence[str]) -> TrainRun:
 
 def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     """Train (or resume, or reuse) the extractor of every subset of `cfg.ablation` (the main run's where
-    `is_main_run`), then evaluate each on its test sets with the profile's QA generator; one row per prediction
-    file. Every run is trained before the first model is loaded for evaluation, so training workers never share the
-    devices with an inference engine."""
+    `is_main_run`), then evaluate each on its test sets with the profile's QA generator
+    (repro.evaluation.trained_extractors); one row per prediction file."""
     ab = cfg.ablation
     if ab is None:
         raise ValueError(f"profile {cfg.name} has no ablation section")
     runs = {subset_name(s): trained_run(cfg, s) for s in ab.subsets}
-    sets = {dataset: evaluation_rows(cfg, dataset, ab.split, ab.max_questions) for dataset in ab.datasets}
-    ev = with_evaluation_settings(cfg, datasets=ab.datasets, split=ab.split, max_questions=ab.max_questions)
-    files = []
-    with Study(cfg, ev) as runner:
-        for subset in ab.subsets:
-            extractor = str(runs[subset_name(subset)].extractor)
-            generator, model_id = runner.pool.get(extractor)
-            refiner = RationalExtractor(generator, model_id, runner.params)
-            for dataset, rows in sets.items():
-                path = layout.predictions_path(cfg.name, STUDY, dataset, subset_name(subset))
-                runner.evaluate(rows, refiner, path, f"{subset_label(subset)} on {dataset}", progress)
-                files.append({"subset": subset_label(subset), "dataset": dataset, "path": str(path)})
-            runner.pool.release(extractor)  # one extractor in memory at a time
-    return pd.DataFrame(files)
+    labels = {subset_name(s): subset_label(s) for s in ab.subsets}
+    files = evaluate_extractors(cfg, runs, STUDY, ab, progress, labels)
+    return pd.DataFrame({"subset": files["variant"].map(labels), "dataset": files["dataset"], "path": files["path"]})
 
 
 def summarize_ablation(files: pd.DataFrame) -> pd.DataFrame:
@@ -109,30 +95,13 @@ def table3(summary: pd.DataFrame, labels: dict[str, str] | None = None, paper: p
     return table.reset_index().rename_axis(columns=None)
 
 
+def em_scores(entry: dict) -> dict[str, dict[str, float]]:
+    """{id: {"em": EM}} of one prediction file (a row of the files table)."""
+    return {r["id"]: {"em": r["em"]} for r in read_records(entry["path"])}
+
+
 def compare_subsets(files: pd.DataFrame, reference: str = subset_label(ALL_ANSWERS), n_resamples: int = 10_000,
                     seed: int = 0) -> pd.DataFrame:
     """Each subset against `reference` (all three answers, the paper's setting) on the same questions of each
     dataset: EM differences in points with McNemar, randomization and bootstrap (repro.stats), Holm across rows."""
-    rows = []
-    for dataset, group in files.groupby("dataset", sort=False):
-        paths = dict(zip(group["subset"], group["path"]))
-        if reference not in paths:
-            continue
-        base = {r["id"]: r["em"] for r in read_records(paths[reference])}
-        for subset, path in paths.items():
-            if subset == reference:
-                continue
-            other = {r["id"]: r["em"] for r in read_records(path)}
-            if set(other) != set(base):
-                raise ValueError(f"{path} and {paths[reference]} hold different questions")
-            ids = list(base)
-            tests = stats.compare_per_item({"em": [other[i] for i in ids]}, {"em": [base[i] for i in ids]},
-                                           n_resamples=n_resamples, seed=seed)
-            rows.append(tests.assign(dataset=dataset, subset=subset, reference=reference))
-    if not rows:
-        return pd.DataFrame(columns=["dataset", "subset", "reference", "test", "n", "effect", "ci_low", "ci_high",
-                                     "p_value", "p_holm"])
-    table = pd.concat(rows, ignore_index=True)
-    table[["effect", "ci_low", "ci_high"]] *= 100
-    table["p_holm"] = stats.holm(table["p_value"])[0]
-    return table[["dataset", "subset", "reference", "test", "n", "effect", "ci_low", "ci_high", "p_value", "p_holm"]]
+    return compare_with_reference(files, "subset", reference, em_scores, n_resamples=n_resamples, seed=seed)

@@ -1,9 +1,11 @@
 """Plots of Table 2 (scores and compression per method and dataset; also Tables 9-10) and its reading check,
-Table 3 (the answer-reward ablation), Table 4 (latency and evidence length) and Figure 5 (noise robustness)."""
+Table 3 (the answer-reward ablation), Table 4 (latency and evidence length), Figure 5 (noise robustness) and the
+reward-design study (differences from EviOmni's reward with their intervals)."""
 
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
@@ -94,6 +96,41 @@ def plot_reading_check(summary: pd.DataFrame, title: str = "") -> plt.Figure:
         ax.set(xlabel="", ylabel=metric, title=metric)
         ax.grid(axis="y", alpha=0.3)
     axes[0].get_legend().remove()
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+DESIGN_METRICS = {"em": "EM", "f1": "F1", "ar_evidence": "evidence AR", "nli_support": "NLI support"}
+
+
+def plot_reward_designs(tests: pd.DataFrame, title: str = "") -> plt.Figure:
+    """Each design's difference from the reference design in points with its 95% paired bootstrap CI (the rows of
+    repro.evaluation.reward_designs.compare_designs), one panel per metric, one colour per dataset; the dotted line
+    is no difference."""
+    boot = tests[tests["test"] == "paired bootstrap"]
+    metrics = [m for m in DESIGN_METRICS if m in set(boot["metric"])]
+    designs, datasets = list(dict.fromkeys(boot["design"])), list(dict.fromkeys(boot["dataset"]))
+    fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(3.3 * max(len(metrics), 1), 0.45 * len(designs) + 1.9),
+                             sharey=True, squeeze=False)
+    if boot.empty:
+        axes[0][0].text(0.5, 0.5, "no design to compare with the reference", ha="center", va="center")
+        axes[0][0].set_axis_off()
+    palette = dict(zip(datasets, sns.color_palette("colorblind")))
+    offsets = np.linspace(-0.2, 0.2, len(datasets)) if len(datasets) > 1 else [0.0]
+    for ax, metric in zip(axes[0], metrics):
+        for offset, dataset in zip(offsets, datasets):
+            rows = boot[(boot["metric"] == metric) & (boot["dataset"] == dataset)]
+            errors = np.clip([rows["effect"] - rows["ci_low"], rows["ci_high"] - rows["effect"]], 0, None)
+            ax.errorbar(rows["effect"], [designs.index(d) + offset for d in rows["design"]], xerr=errors, fmt="o",
+                        capsize=3, color=palette[dataset], label=dataset)
+        ax.axvline(0, color="grey", ls=":")
+        ax.set(title=DESIGN_METRICS[metric], xlabel=f"minus {boot['reference'].iloc[0]} (points)")
+        ax.grid(axis="x", alpha=0.3)
+    if metrics:
+        axes[0][0].set_yticks(range(len(designs)), designs)
+        axes[0][0].invert_yaxis()
+        axes[0][-1].legend(title="dataset", fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1))
     fig.suptitle(title)
     fig.tight_layout()
     return fig
