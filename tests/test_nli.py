@@ -48,6 +48,7 @@ def test_training_loads_the_nli_model_only_for_designs_that_need_it(standin):
     cfg = load_profile("ci")
     assert cfg.rewards.design == "eviomni" and nli_scorer(cfg, cfg.rewards) is None
     evinote = dataclasses.replace(cfg.rewards, design="evinote", nli_model=str(standin))
-    assert isinstance(nli_scorer(cfg, evinote), NLIScorer)
+    scorer = nli_scorer(cfg, evinote)
+    assert isinstance(scorer, NLIScorer) and scorer.device == "cpu"  # the training process's device (PartialState)
     with pytest.raises(ValueError, match=r"profiles\.ci\.rewards\.nli_model must name an NLI model"):
         nli_scorer(cfg, dataclasses.replace(evinote, nli_model=None))

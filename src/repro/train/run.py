@@ -105,13 +105,14 @@ def _rewards_config(cfg: Profile, answer_subset: Sequence[str] | None) -> Reward
 
 
 def nli_scorer(cfg: Profile, rewards_cfg: RewardsConfig) -> NLIScorer | None:
-    """The NLI model of R_EQR, loaded once, for the reward designs that need it (D126); else None."""
+    """The NLI model of R_EQR, loaded once per training process on that process's device (each GPU of a multi-process
+    run holds its own copy), for the reward designs that need it (D126); else None."""
     if "nli" not in REWARD_DESIGNS[rewards_cfg.design].requires:
         return None
     if rewards_cfg.nli_model is None:
         raise ValueError(f"profiles.{cfg.name}.rewards.nli_model must name an NLI model for design "
                          f"{rewards_cfg.design!r}")
-    return NLIScorer(resolve(rewards_cfg.nli_model, cfg.name))
+    return NLIScorer(resolve(rewards_cfg.nli_model, cfg.name), device=str(PartialState().device))
 
 
 def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool = True) -> GRPOConfig:
