@@ -172,15 +172,13 @@ def test_reward_design_rows_are_validated(change, message):
 
 
 def test_the_reward_design_study_runs_the_issues_six_designs_where_it_measures():
-    for name in [*PAPER_PROFILES, "cpu-rewards"]:
-        assert load_profile(name).reward_designs.designs == ISSUE_18_ROWS, name
-    for name in PAPER_PROFILES:  # Table 3's budget: every run as long as the main one, every test set
-        study, ablation = load_profile(name).reward_designs, load_profile(name).ablation
-        assert (study.datasets, study.max_steps, study.max_questions) == (ablation.datasets, None, None)
+    assert load_profile("cpu-rewards").reward_designs.designs == ISSUE_18_ROWS
+    for name in PAPER_PROFILES:  # opt-in: six more GRPO runs on Table 3's budget (D158)
+        assert load_profile(name).reward_designs is None, name
     assert load_profile("gpu-smoke").reward_designs is None  # the half-hour smoke has no room (D158)
-    tiny, ci = load_profile("tiny").reward_designs, load_profile("ci").reward_designs
-    assert tiny.designs[0] == ci.designs[0] == "eviomni"  # the reference of the paired tests
-    assert len(tiny.designs) == 2 and tiny.max_steps == 1 and tiny.max_questions <= 4  # mechanics, ~2.3 min (D158)
+    assert load_profile("tiny").reward_designs is None  # off until tiny is re-timed (D158)
+    ci = load_profile("ci").reward_designs
+    assert ci.designs[0] == "eviomni"  # the reference of the paired tests
     from repro.rewards import REWARD_DESIGNS
 
     rows = [design_row(row) for row in ci.designs]  # ci's runs cover every code path of the trainer's designs
