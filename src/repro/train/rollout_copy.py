@@ -7,8 +7,8 @@ weights. `MergedCopy` is a second, adapter-free transformers model of the same a
 policy's W + ΔW (`merged_adapter`) in the training precision: bfloat16 under `train.bf16`, as TRL's own transformers
 paged generation casts its model, else the policy's dtype. It is refreshed from the policy when the optimizer step
 has changed since the last refresh (as TRL syncs vLLM's weights), so every rollout, o_r/o_e answer and dev-selection
-generation comes from the current policy up to rounding. Its `PrefixCache` keeps the prompt's keys and values from
-the rollouts to the o_r contexts of the same step, and is emptied at each refresh. The loss, the reference and the
+generation comes from the current policy up to rounding. Its `PrefixCache` carries the prompt's keys and values from
+the rollouts to the o_r and o_e contexts of the same step (D163), and is emptied at each refresh. The loss, the reference and the
 log-probabilities stay the policy's.
 """
 
@@ -31,7 +31,7 @@ def _inner(policy):
     return policy.get_base_model() if isinstance(policy, PeftModel) else policy
 
 
-def merged_parameters(policy) -> dict[str, torch.Tensor]:
+def _merged_parameters(policy) -> dict[str, torch.Tensor]:
     """The policy's parameters by the names of a plain model of its architecture (LoRA layers' base weights, adapters
     left out). Within `merged_adapter(policy)` the LoRA layers' weights hold W + ΔW."""
     return {name.replace(".base_layer.", "."): param for name, param in _inner(policy).named_parameters()
@@ -58,7 +58,7 @@ class MergedCopy:
         if step == self.step:
             return
         with torch.no_grad(), merged_adapter(policy):
-            source = merged_parameters(policy)
+            source = _merged_parameters(policy)
             for name, param in self.model.named_parameters():
                 if name not in source:
                     raise ValueError(f"train.rollout_model=merged_copy: the policy has no parameter {name!r} "

@@ -9,7 +9,7 @@ Position ids come from the attention mask, so each row sees its tokens at the po
 causal attention a row's keys and values depend only on its own earlier tokens and masked padding adds nothing, so
 this is the computation of a full prefill, up to float rounding: the same method, fewer FLOPs. A `PrefixCache` also
 carries prefixes from one call to the next while the weights stay the same: the o_r contexts of a step begin with the
-prompt that its rollouts prefilled (D162).
+prompt that its rollouts prefilled (D163).
 """
 
 from __future__ import annotations

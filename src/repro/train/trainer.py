@@ -46,8 +46,8 @@ from repro.config import RewardsConfig
 from repro.train.fused_head import compact_fused_lm_head_on_cpu
 from repro.train.lora_policy import merged_adapter
 from repro.train.reward import EviOmniReward, RolloutScore, score_rollout
-from repro.train.rollout_copy import MergedCopy
 from repro.train.rollout import MASKED_TARGETS, answer_contexts, completion_text, masked_targets, parse_rollout
+from repro.train.rollout_copy import MergedCopy
 from repro.train.shared_prefill import generate_sharing_prefixes, score_sharing_prefixes, supports
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p")
