@@ -10,6 +10,8 @@ switches it adds:
                    merged for generation (D144)
     +prefill       a prefix the rows share (the group's prompt) prefilled and scored once (`train.shared_prefill`, D145)
     +decode        decode steps through `sdpa_grouped_decode` (`train.attn_implementation`, D146)
+    +copy          every generation on a plain copy of the policy with the adapter merged in, bf16 under `train.bf16`,
+                   refreshed after each optimizer step (`train.rollout_model: merged_copy`, D162)
     profile        the profile's train section as it is (`tiny`: lora+prefill+decode)
 
 The first step of each configuration (first-call allocations) is reported apart; the others' median is compared,
@@ -24,15 +26,16 @@ data stream and load; the first step of each mode is dropped.
 A step is timed from `on_step_begin` to `on_step_end` (one generation batch per step: steps_per_generation =
 gradient_accumulation_steps), in wall and in process CPU seconds, and split into phases: rollouts (TRL's
 `_generate`), masked answers (o_r, o_e), reference log-probabilities, the policy's loss forward and backward,
-the optimizer update, and the rest (rewards, logging). FLOPs are counted from the model calls (hooks on the decoder
-and the LM head): 2 x decoder parameters per token, 4 x layers x heads x head_dim per causal (query, key) pair,
-2 x vocabulary x hidden per LM-head position; a call with gradients adds its backward: 2x its linear and LM-head
-FLOPs for full fine-tuning, 1x for LoRA (input gradients only), and 2x its attention FLOPs; a LoRA adapter's own
-FLOPs (under 5% of the linear ones at rank 16) are not counted. A shared prefill does fewer FLOPs for the same step,
-so compare seconds, not FLOP/s. Achieved FLOP/s is reported against the bf16 matmul peak measured at the start on the
-same threads (scripts/machine.py).
+the optimizer update, and the rest (rewards, logging; a merged copy's refresh counts as rollouts). FLOPs are counted
+from the model calls (hooks on the decoder and the LM head, the merged copy's too): 2 x decoder parameters per token,
+4 x layers x heads x head_dim per causal (query, key) pair, 2 x vocabulary x hidden per LM-head position; a call
+with gradients adds its backward: 2x its linear and LM-head FLOPs for full fine-tuning, 1x for LoRA (input gradients
+only), and 2x its attention FLOPs; a LoRA adapter's own FLOPs (under 5% of the linear ones at rank 16) are not
+counted. A shared prefill does fewer FLOPs for the same step, so compare seconds, not FLOP/s. Achieved FLOP/s is
+reported against the bf16 matmul peak measured at the start on the same threads (scripts/machine.py).
 
     python scripts/bench_grpo.py --profile tiny --steps 6                  # full against the profile
+    python scripts/bench_grpo.py --configurations full profile lora+prefill+decode+copy --steps 5
     python scripts/bench_grpo.py --configurations full lora lora+prefill lora+prefill+decode --steps 6
     python scripts/bench_grpo.py --compare fused_head --steps 6
 """
@@ -41,6 +44,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import itertools
 import json
 import resource
 import statistics
@@ -75,11 +79,11 @@ def configurations(train) -> dict[str, dict]:
     lora = train.lora or LORA
     named = {"profile": {}}
     for base, base_keys in (("full", {"lora": None}), ("lora", {"lora": lora})):
-        for prefill in (False, True):
-            for decode in (False, True):
-                name = base + "+prefill" * prefill + "+decode" * decode
-                named[name] = {**base_keys, "shared_prefill": prefill,
-                               "attn_implementation": SDPA_GROUPED_DECODE if decode else None}
+        for prefill, decode, copy in itertools.product((False, True), repeat=3):
+            name = base + "+prefill" * prefill + "+decode" * decode + "+copy" * copy
+            named[name] = {**base_keys, "shared_prefill": prefill,
+                           "attn_implementation": SDPA_GROUPED_DECODE if decode else None,
+                           "rollout_model": "merged_copy" if copy else "policy"}
     return named
 
 
@@ -245,7 +249,8 @@ def run_steps(cfg, rows, modes_: dict[str, Callable] | None = None) -> list[dict
         trainer = build_trainer(cfg, TrainRun(Path(tmp)), rows, rows[:1], progress=False)
         trainer.remove_callback(DevSelectionCallback)
         counter = FlopCounter(backward_factor=1.0 if cfg.train.lora else 2.0)
-        for model in (trainer.model, trainer.ref_model):
+        copy = trainer.rollout_copy.model if trainer.rollout_copy is not None else None
+        for model in (trainer.model, trainer.ref_model, copy):
             if model is not None:
                 counter.watch(model)
         timer = StepTimer(trainer, counter, modes_)

@@ -137,6 +137,19 @@ def test_agentic_conditions_are_validated_with_their_key(key, value, message):
         _build(Profile, {"name": "ci", **params["profiles"]["ci"]}, "profiles.ci")
 
 
+@pytest.mark.parametrize("keys, message", [
+    ({"rollout_model": "copy"}, r"train\.rollout_model: 'copy' is not one of \['policy', 'merged_copy'\]"),
+    ({"rollout_model": "merged_copy", "use_vllm": True}, r"train\.rollout_model: merged_copy generates through "
+                                                         r"transformers; with use_vllm"),
+])
+def test_the_rollout_model_is_validated_with_its_key(keys, message):
+    params = read_params()
+    params["profiles"]["ci"]["train"].update(keys)
+    with pytest.raises(ConfigError, match=message):
+        _build(Profile, {"name": "ci", **params["profiles"]["ci"]}, "profiles.ci")
+    assert {load_profile(name).train.rollout_model for name in profile_names()} <= {"policy", "merged_copy"}
+
+
 def test_cpu_study_is_tiny_with_its_time_moved_to_grpo_steps_and_table_2_questions():
     tiny, study = load_profile("tiny"), load_profile("cpu-study")
     for section in ("models", "rewards", "data", "retrieval", "noise", "qa_generator", "filco", "seer", "baselines",

@@ -153,6 +153,32 @@ def test_full_fine_tuning_as_the_paper_trains_every_weight_against_a_reference_c
     assert build_trainer(ci_cfg, TrainRun(tmp_path / "lora"), rows[:6], rows[6:], progress=False).ref_model is None
 
 
+def test_grpo_steps_generate_from_a_merged_copy_that_follows_the_policy(ci_cfg, rows, tmp_path):
+    cfg = dataclasses.replace(ci_cfg, train=dataclasses.replace(ci_cfg.train, rollout_model="merged_copy",
+                                                                max_steps=2))
+    trainer = build_trainer(cfg, TrainRun(tmp_path / "run"), rows[:6], rows[6:], progress=False)
+    copy = trainer.rollout_copy
+    generated = []
+    refresh = copy.refresh
+    copy.refresh = lambda policy, step: generated.append(step) or refresh(policy, step)
+    trainer.train()
+    # dev selection of the initial policy, the rollouts and their o_r/o_e (one generation batch for both steps), dev
+    # selection of checkpoint-2: every generation ran on the copy, refreshed twice
+    assert generated[0] == 0 and generated[-1] == 2 and set(generated) == {0, 2}
+    log = read_log(TrainRun(tmp_path / "run").train_log)
+    assert list(log.index) == [1, 2] and not math.isnan(log.loc[1, "reward_final"])  # rollouts were scored
+
+    policy, tokenizer = trainer.accelerator.unwrap_model(trainer.model), trainer.processing_class
+    ids = torch.tensor([tokenizer.encode(prompts.render_chat(tokenizer, rows[0]["prompt"]), add_special_tokens=False)])
+    with torch.no_grad():
+        with policy.disable_adapter():
+            initial = policy(input_ids=ids).logits
+        trained = policy(input_ids=ids).logits
+        assert not torch.allclose(trained, initial, atol=1e-6)  # two optimizer steps moved the adapter
+        torch.testing.assert_close(copy.model(input_ids=ids).logits, trained, rtol=1e-4, atol=1e-5)
+    assert copy.model.dtype == torch.float32  # the ci profile trains without bf16 autocast
+
+
 def test_format_warmup_merges_an_adapter_into_the_policy_and_is_reused(ci_cfg, tmp_path, tiny_llama_dir):
     cfg = dataclasses.replace(ci_cfg, train=dataclasses.replace(ci_cfg.train,
                                                                 format_warmup=load_profile("ci").train.format_warmup))

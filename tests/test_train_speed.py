@@ -1,6 +1,7 @@
-"""What makes a GRPO step cheaper without changing it (issue 17, D144-D146), each against the computation it replaces,
-on the `ci` model (a real 2-layer Llama with random weights and grouped-query attention): one prefill of a shared
-prefix in generation and in scoring, grouped-query decode attention, a LoRA adapter merged for generation."""
+"""What makes a GRPO step cheaper without changing it (issue 17, D144-D146, D162), each against the computation it
+replaces, on the `ci` model (a real 2-layer Llama with random weights and grouped-query attention): one prefill of a
+shared prefix in generation and in scoring, prefixes carried from one generation call to the next, grouped-query decode
+attention, a LoRA adapter merged for generation, a merged copy of the policy that follows its optimizer steps."""
 
 import contextlib
 
@@ -13,7 +14,9 @@ from trl.trainer.utils import add_fused_lm_head
 from repro.config import ConfigError, PolicyLoRAConfig, load_profile
 from repro.generation.attention import SDPA_GROUPED_DECODE, grouped_decode_attention
 from repro.train.lora_policy import merged_adapter, peft_config
+from repro.train.rollout_copy import MergedCopy
 from repro.train.shared_prefill import (
+    PrefixCache,
     common_prefix_length,
     generate_sharing_prefixes,
     prefix_groups,
@@ -70,6 +73,67 @@ def test_generation_from_shared_prefixes_is_transformers_generation(model, case)
         expected = left_padded_generate(model, prompts, config)
         shared = generate_sharing_prefixes(model, prompts, config, PAD, "cpu")
     assert torch.equal(shared, expected)
+
+
+def test_generation_continued_from_the_last_calls_prefixes_is_transformers_generation(model):
+    prompt = random_ids(40, 0)
+    calls = [[prompt] * 4,  # the rollouts of a group, then the o_r and o_e contexts of its rollouts
+             [prompt + random_ids(6, 1), random_ids(12, 2), prompt + random_ids(3, 3), random_ids(12, 2)[:9] + [7]]]
+    config = GenerationConfig(max_new_tokens=6, do_sample=False, pad_token_id=PAD, eos_token_id=None)
+    prefilled = []  # tokens of each batch-1 forward call (the prefills; generate runs the other rows)
+    hook = model.register_forward_pre_hook(
+        lambda module, args, kwargs: prefilled.append(kwargs["input_ids"].shape[1])
+        if kwargs["input_ids"].shape[0] == 1 else None, with_kwargs=True)
+    cache = PrefixCache()
+    try:
+        with torch.no_grad():
+            for prompts in calls:
+                assert torch.equal(generate_sharing_prefixes(model, prompts, config, PAD, "cpu", cache),
+                                   left_padded_generate(model, prompts, config))
+            reused = list(prefilled)
+            cache.clear()  # new weights: nothing is reused
+            prefilled.clear()
+            generate_sharing_prefixes(model, calls[1], config, PAD, "cpu", cache)
+    finally:
+        hook.remove()
+    # the rollouts prefill the prompt but its last token (39); o_r's group (the prompt, 40 tokens) continues from it,
+    # and the o_e group prefills the 9 tokens its rows share, of which none is cached
+    assert reused[0] == 39 and sorted(reused[1:]) == [1, 9]
+    assert sorted(prefilled) == [9, 40]
+
+
+def test_a_merged_copy_computes_the_policys_logits_and_follows_its_optimizer_steps(tiny_llama_dir):
+    base = AutoModelForCausalLM.from_pretrained(tiny_llama_dir, dtype=torch.float32, use_safetensors=True)
+    policy = get_peft_model(base, peft_config(load_profile("ci").train.lora))
+    exact, bf16 = MergedCopy(policy), MergedCopy(policy, torch.bfloat16)
+    assert exact.model.dtype == torch.float32 and bf16.model.dtype == torch.bfloat16
+    ids = torch.tensor([random_ids(24, 7)])
+    for copy in (exact, bf16):
+        copy.refresh(policy, step=0)
+    with torch.no_grad():
+        start = policy(input_ids=ids).logits
+        torch.testing.assert_close(exact.model(input_ids=ids).logits, start, rtol=1e-5, atol=1e-5)
+
+    optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=1e-2)
+    policy(input_ids=ids, labels=ids).loss.backward()
+    optimizer.step()  # an optimizer step of the adapter
+    weights = {n: p.detach().clone() for n, p in policy.named_parameters()}
+    exact.refresh(policy, step=0)  # the copy refreshes once per optimizer step: step 0's weights are kept
+    with torch.no_grad():
+        updated = policy(input_ids=ids).logits
+        assert not torch.allclose(updated, start, atol=1e-3)  # the step moved the policy
+        torch.testing.assert_close(exact.model(input_ids=ids).logits, start, rtol=1e-5, atol=1e-5)
+        for copy in (exact, bf16):
+            copy.refresh(policy, step=1)
+        torch.testing.assert_close(exact.model(input_ids=ids).logits, updated, rtol=1e-4, atol=1e-5)
+        # in bf16 the copy is as close to the float32 policy as the policy's own bf16 autocast pass (TRL's scoring)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            autocast = policy(input_ids=ids).logits.float()
+        copy_error = (bf16.model(input_ids=ids).logits.float() - updated).abs().max()
+        autocast_error = (autocast - updated).abs().max()
+        assert 0 < copy_error <= 2 * autocast_error
+    assert all(torch.equal(p, weights[n]) for n, p in policy.named_parameters())  # the policy is untouched
+    assert bf16.model.lm_head.weight is bf16.model.get_input_embeddings().weight  # tied as the policy's
 
 
 def test_scoring_a_shared_prompt_once_gives_trls_logprobs_entropies_and_gradients(tiny_llama_dir):

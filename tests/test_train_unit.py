@@ -31,6 +31,7 @@ from repro.train.rollout import answer_contexts, masked_targets, parse_rollout
 from repro.train.run import TrainRun, _prepare_run_dir, grpo_args
 from repro.train.trainer import (
     KL_ESTIMATORS,
+    ROLLOUT_MODELS,
     EviOmniTrainer,
     aggregate_like_trl,
     kl_estimate,
@@ -399,6 +400,11 @@ def test_k2_estimator_replaces_k3_in_the_loss_by_hand(monkeypatch):
 def test_kl_estimator_is_a_train_config_key_defaulting_to_trls_k3():
     assert TrainConfig(dataset="nq").kl_estimator == "k3"
     assert set(typing.get_args(typing.get_type_hints(TrainConfig)["kl_estimator"])) == set(KL_ESTIMATORS)
+
+
+def test_rollout_model_is_a_train_config_key_defaulting_to_the_policy():
+    assert TrainConfig(dataset="nq").rollout_model == "policy"
+    assert set(typing.get_args(typing.get_type_hints(TrainConfig)["rollout_model"])) == set(ROLLOUT_MODELS)
 
 
 def test_k2_estimator_keeps_trls_importance_ratio_on_the_kl_term(monkeypatch):

@@ -267,6 +267,9 @@ class TrainConfig:
     lora: PolicyLoRAConfig | None = None  # None: full fine-tuning (the paper); else a LoRA policy (CPU profiles; D144)
     shared_prefill: bool = False  # transformers generation and scoring: a prefix the rows share runs once (D145)
     attn_implementation: str | None = None  # the policy's; None: transformers' default (sdpa); D146
+    rollout_model: typing.Literal["policy", "merged_copy"] = dataclasses.field(
+        default="policy", metadata={"help": "transformers generation from the policy, or from a plain copy with the "
+                                            "adapter merged in, in bf16 under train.bf16, refreshed each step (D162)"})
 
     def __post_init__(self):
         if self.num_generations < 2:
@@ -278,6 +281,9 @@ class TrainConfig:
             raise ConfigError(f"train: need positive {bad or positive}, beta >= 0, epsilon > 0, 0 < top_p <= 1")
         if self.heldout_questions is not None and self.heldout_questions < 2:
             raise ConfigError("train.heldout_questions: a paired test needs at least 2 questions (or null)")
+        if self.rollout_model == "merged_copy" and self.use_vllm:
+            raise ConfigError("train.rollout_model: merged_copy generates through transformers; with use_vllm, vLLM "
+                              "generates from its own synced copy (set rollout_model: policy)")
         if self.save_total_limit is not None and self.save_total_limit < 2:
             # transformers keeps only the best checkpoint at the end when the limit is 1: the run could not resume
             raise ConfigError("train.save_total_limit must be >= 2 (or null) so the last and the best both stay")

@@ -222,7 +222,8 @@ def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_r
         model=model_path, reward_funcs=[EviOmniReward(rewards_cfg, tokenizer, nli_scorer(cfg, rewards_cfg))],
         args=args, train_dataset=Dataset.from_list(list(train_rows)), processing_class=tokenizer,
         rewards_config=rewards_cfg, max_answer_length=train.max_answer_length, sample_answers=train.sample_answers,
-        kl_estimator=train.kl_estimator, shared_prefill=train.shared_prefill, peft_config=peft_config(train.lora))
+        kl_estimator=train.kl_estimator, shared_prefill=train.shared_prefill, rollout_model=train.rollout_model,
+        peft_config=peft_config(train.lora))
     trainer.add_callback(TrainLogCallback(run.train_log))
     trainer.add_callback(DevSelectionCallback(trainer, dev_rows, train.selection_metric, run.dev_log,
                                               evaluate_initial=train.evaluate_initial))

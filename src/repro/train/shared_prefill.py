@@ -7,7 +7,9 @@ batch size 1 and continues every row in one `generate` call from a KV cache in w
 prefix (left-padded to the longest group prefix), followed by the rest of its prompt (padded in between, masked).
 Position ids come from the attention mask, so each row sees its tokens at the positions of a full prefill. Under
 causal attention a row's keys and values depend only on its own earlier tokens and masked padding adds nothing, so
-this is the computation of a full prefill, up to float rounding: the same method, fewer FLOPs.
+this is the computation of a full prefill, up to float rounding: the same method, fewer FLOPs. A `PrefixCache` also
+carries prefixes from one call to the next while the weights stay the same: the o_r contexts of a step begin with the
+prompt that its rollouts prefilled (D163).
 """
 
 from __future__ import annotations
@@ -70,12 +72,46 @@ def prefix_groups(prompts: Sequence[Sequence[int]], overhead: int = GROUP_OVERHE
     return groups[::-1]
 
 
-def _prefill(model, prefix: Sequence[int], device) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """Per layer (keys, values) of one prefix, batch 1; [] for an empty prefix."""
-    if not prefix:
-        return []
-    out = model(input_ids=torch.tensor([list(prefix)], device=device), use_cache=True, logits_to_keep=1)
+KV = list[tuple[torch.Tensor, torch.Tensor]]  # per layer (keys, values) of one sequence, batch 1
+
+
+def _prefill(model, prefix: Sequence[int], device, past: KV | None = None) -> KV:
+    """Per layer (keys, values) of one prefix, batch 1 ([] for an empty prefix); with `past`, the keys and values of
+    the prefix's first tokens, only the others run."""
+    done = past[0][0].shape[-2] if past else 0
+    if len(prefix) == done:
+        return past or []
+    cache = DynamicCache(ddp_cache_data=past) if past else None
+    out = model(input_ids=torch.tensor([list(prefix[done:])], device=device), past_key_values=cache, use_cache=True,
+                logits_to_keep=1)
     return [(keys, values) for keys, values, *_ in out.past_key_values]
+
+
+class PrefixCache:
+    """The keys and values of the prefixes one model prefilled in its last two `generate_sharing_prefixes` calls: a
+    prefix that begins with one of them prefills only the rest. Valid while the model's weights stay the same;
+    `clear` when they change."""
+
+    def __init__(self):
+        self.clear()
+
+    def clear(self) -> None:
+        self._previous: dict[tuple[int, ...], KV] = {}
+        self._current: dict[tuple[int, ...], KV] = {}
+
+    def next_call(self) -> None:
+        self._previous, self._current = self._current, {}
+
+    def prefill(self, model, prefix: Sequence[int], device) -> KV:
+        """`_prefill` of `prefix`, continued from the cached prefix that shares the most tokens with it."""
+        stored = {**self._previous, **self._current}
+        shared, kv = max(((common_prefix_length(key, prefix), kv) for key, kv in stored.items()),
+                         key=lambda item: item[0], default=(0, None))
+        past = [(k[..., :shared, :], v[..., :shared, :]) for k, v in kv] if shared else None
+        kv = _prefill(model, prefix, device, past)
+        if prefix:
+            self._current[tuple(prefix)] = kv
+        return kv
 
 
 def _left_pad(x: torch.Tensor, length: int) -> torch.Tensor:
@@ -85,9 +121,13 @@ def _left_pad(x: torch.Tensor, length: int) -> torch.Tensor:
 
 
 def generate_sharing_prefixes(model, prompts: Sequence[Sequence[int]], generation_config: GenerationConfig,
-                              pad_token_id: int, device) -> torch.Tensor:
+                              pad_token_id: int, device, prefixes: PrefixCache | None = None) -> torch.Tensor:
     """Generated token ids (rows in `prompts` order, padded by `generate`) of every prompt, each group's shared
-    prefix prefilled once. `model` is a decoder-only model (or PEFT model) whose cache is full attention."""
+    prefix prefilled once (continued from `prefixes`, if given). `model` is a decoder-only model (or PEFT model)
+    whose cache is full attention."""
+    if prefixes is not None:
+        prefixes.next_call()
+    prefill = prefixes.prefill if prefixes is not None else _prefill
     groups = prefix_groups(prompts)
     if min(n for _, n in groups) == 0:  # a one-token prompt: nothing to prefill ahead for it, so for no row
         groups = [(rows, 0) for rows, _ in groups]
@@ -96,7 +136,7 @@ def generate_sharing_prefixes(model, prompts: Sequence[Sequence[int]], generatio
     ids, mask = [None] * len(prompts), [None] * len(prompts)
     kv: list[list[tuple[torch.Tensor, torch.Tensor]]] = [[] for _ in prompts]  # per row, per layer: (keys, values)
     for rows, n in groups:
-        padded = [(_left_pad(k, width), _left_pad(v, width)) for k, v in _prefill(model, prompts[rows[0]][:n], device)]
+        padded = [(_left_pad(k, width), _left_pad(v, width)) for k, v in prefill(model, prompts[rows[0]][:n], device)]
         for row in rows:
             head, tail = list(prompts[row][:n]), list(prompts[row][n:])
             ids[row] = [pad_token_id] * (width - n) + head + [pad_token_id] * (rest - len(tail)) + tail

@@ -15,8 +15,10 @@
    TRL's importance-ratio correction of the KL term (`use_bias_correction_kl`, on by default) and TRL's
    aggregation for the loss type, so the loss holds β·k2 where it held β·k3 and nothing else changes.
 
-Speed, not method (D144, D145): a LoRA policy (`peft_config`) generates through transformers on merged weights
-(`repro.train.lora_policy.merged_adapter`). With `shared_prefill`, generation through transformers prefills the prefix a
+Speed, not method (D144, D145, D162): a LoRA policy (`peft_config`) generates through transformers on merged weights
+(`repro.train.lora_policy.merged_adapter`), or, with `rollout_model="merged_copy"`, every generation runs on a plain
+copy of the policy with its adapter merged in, in the training precision, refreshed after each optimizer step
+(`repro.train.rollout_copy`). With `shared_prefill`, generation through transformers prefills the prefix a
 batch's rows share once (the G copies of a prompt, the prompt that o_r's contexts begin with) and continues every row
 from its KV cache, and the reference and policy passes run the columns all rows share once
 (`repro.train.shared_prefill`); vLLM has its own prefix caching.
@@ -45,9 +47,11 @@ from repro.train.fused_head import compact_fused_lm_head_on_cpu
 from repro.train.lora_policy import merged_adapter
 from repro.train.reward import EviOmniReward, RolloutScore, score_rollout
 from repro.train.rollout import MASKED_TARGETS, answer_contexts, completion_text, masked_targets, parse_rollout
+from repro.train.rollout_copy import MergedCopy
 from repro.train.shared_prefill import generate_sharing_prefixes, score_sharing_prefixes, supports
 
 SAMPLING_KEYS = ("temperature", "top_p", "top_k", "min_p")
+ROLLOUT_MODELS = ("policy", "merged_copy")
 KL_ESTIMATORS = ("k3", "k2")
 KL_LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")  # the loss types whose aggregation `aggregate_like_trl` copies
 
@@ -96,9 +100,11 @@ class EviOmniTrainer(GRPOTrainer):
     (see repro.train.data)."""
 
     def __init__(self, *args, rewards_config: RewardsConfig, max_answer_length: int, sample_answers: bool = True,
-                 kl_estimator: str = "k3", shared_prefill: bool = False, **kwargs):
+                 kl_estimator: str = "k3", shared_prefill: bool = False, rollout_model: str = "policy", **kwargs):
         if kl_estimator not in KL_ESTIMATORS:
             raise ValueError(f"train.kl_estimator: unknown estimator {kl_estimator!r}; known: {list(KL_ESTIMATORS)}")
+        if rollout_model not in ROLLOUT_MODELS:
+            raise ValueError(f"train.rollout_model: unknown {rollout_model!r}; known: {list(ROLLOUT_MODELS)}")
         compact_fused_lm_head_on_cpu()
         super().__init__(*args, **kwargs)
         if kl_estimator != "k3" and self.loss_type not in KL_LOSS_TYPES:
@@ -114,6 +120,13 @@ class EviOmniTrainer(GRPOTrainer):
             raise ValueError(f"train.shared_prefill: {self.model.config.model_type} has sliding-window layers; set it "
                              f"to false")
         self.shared_prefill = shared_prefill
+        self.rollout_copy = None
+        if rollout_model == "merged_copy":
+            if self.use_vllm or self.is_deepspeed_enabled or self.is_fsdp_enabled:
+                raise ValueError("train.rollout_model: merged_copy copies the whole policy into a transformers model "
+                                 "in each process; it cannot with vLLM, DeepSpeed or FSDP (set it to policy)")
+            self.rollout_copy = MergedCopy(self.accelerator.unwrap_model(self.model),
+                                           torch.bfloat16 if self.args.bf16 else None)
         self._gathered_rewards: torch.Tensor | None = None
 
     # -- departure 1: the masked answers o_r, o_e -------------------------------------------------------
@@ -166,13 +179,21 @@ class EviOmniTrainer(GRPOTrainer):
             answers[ctx.target][i] = output
         return answers
 
-    # -- speed: a merged LoRA adapter, one prefill of a prefix the rows share -------------------------------
+    # -- speed: a merged LoRA adapter or a merged copy, one prefill of a prefix the rows share -----------------
     def _generate_single_turn(self, prompt_ids, images, multimodal_fields, num_generations, has_tool_images=False):
+        text = not (self.use_vllm or self.use_transformers_continuous_batching or images or multimodal_fields)
+        share = self.shared_prefill and text and self.generation_config.cache_implementation is None
+        policy = self.accelerator.unwrap_model(self.model)
+        if self.rollout_copy is not None and text:
+            with profiling_context(self, "transformers.generate"):
+                completion_ids = self.rollout_copy.generate(policy, self.state.global_step, prompt_ids,
+                                                            self.generation_config, self._tokenizer.pad_token_id,
+                                                            share)
+            return self._cut_at_eos(completion_ids), None
         # vLLM gets merged weights from TRL's sync; sharded (DeepSpeed, FSDP) weights are not merged here
         unmerged = self.use_vllm or self.is_deepspeed_enabled or self.is_fsdp_enabled
-        with contextlib.nullcontext() if unmerged else merged_adapter(self.accelerator.unwrap_model(self.model)):
-            if (not self.shared_prefill or self.use_vllm or self.use_transformers_continuous_batching or images
-                    or multimodal_fields or self.generation_config.cache_implementation is not None):
+        with contextlib.nullcontext() if unmerged else merged_adapter(policy):
+            if not share:
                 return super()._generate_single_turn(prompt_ids, images, multimodal_fields, num_generations,
                                                      has_tool_images)
             with (profiling_context(self, "transformers.generate"),
@@ -183,9 +204,13 @@ class EviOmniTrainer(GRPOTrainer):
                   as unwrapped, torch.no_grad(), self._dist.summon_full_params(self.model_wrapped, recurse=False)):
                 completion_ids = generate_sharing_prefixes(unwrapped, prompt_ids, self.generation_config,
                                                            self._tokenizer.pad_token_id, self.accelerator.device)
+        return self._cut_at_eos(completion_ids), None
+
+    def _cut_at_eos(self, completion_ids: torch.Tensor) -> list[list[int]]:
+        """Each row's tokens up to its first EOS token, included (TRL's completions)."""
         is_eos = torch.isin(completion_ids, torch.tensor(self.eos_token_ids, device=completion_ids.device))
         ends = torch.where(is_eos.any(dim=1), is_eos.int().argmax(dim=1) + 1, completion_ids.size(1))
-        return [row[:end].tolist() for row, end in zip(completion_ids.cpu(), ends.tolist(), strict=True)], None
+        return [row[:end].tolist() for row, end in zip(completion_ids.cpu(), ends.tolist(), strict=True)]
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         texts = [completion_text(c) for c in completions]
