@@ -1,4 +1,6 @@
 """Generation engines side by side: transformers (batched) against vLLM, on the same model and prompts.
+`transformers-sdpa` is the transformers engine with SDPA's decode kernel instead of the CPU default
+`sdpa_grouped_decode` (D168).
 
 The prompts are RAG QA prompts (the paper's Table 11 template, as chat messages) over three Wikipedia lead
 paragraphs each from the embedded OVOS corpus of `tiny`; decoding is greedy with a fixed number of new tokens. Each
@@ -13,6 +15,8 @@ step reads every weight once (bandwidth-bound) and does 2 x parameters FLOPs per
     .venv/bin/python scripts/bench_generation.py                        # SmolLM2-135M, 64 prompts x 32 tokens
     .venv/bin/python scripts/bench_generation.py --engines vllm --prompts 16 --out /tmp/bench.json
     .venv/bin/python scripts/bench_generation.py --adapter data/tiny/qa_generator/adapter   # vLLM's LoRA path
+    .venv/bin/python scripts/bench_generation.py --engines transformers-sdpa transformers \
+        --prompts 32 --max-new-tokens 128 --batch-size 16                                   # D168's decode kernel
 """
 
 from __future__ import annotations
@@ -60,8 +64,9 @@ def run_engine(name: str, model: str, prompts, params: GenerationParams, dtype: 
     it into the model and vLLM serves it as a LoRA request."""
     start = time.perf_counter()
     options = (dict(max_model_len=2048, enforce_eager=True, kv_cache_memory_bytes=kv_cache_bytes,
-                    enable_lora=adapter is not None) if name == "vllm" else {})
-    with make_generator(name, model, adapter=adapter, dtype=dtype, progress=False, **options) as generator:
+                    enable_lora=adapter is not None) if name == "vllm" else
+               dict(attn_implementation="sdpa") if name == "transformers-sdpa" else {})
+    with make_generator(name.removesuffix("-sdpa"), model, adapter=adapter, dtype=dtype, progress=False, **options) as generator:
         started = time.perf_counter() - start
         times = []
         for _ in range(repeats):
@@ -76,7 +81,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="embedded:smollm2-135m-instruct",
                         help="local directory, hub id, or embedded:<name> (materialised for --profile)")
     parser.add_argument("--profile", default="tiny", help="profile whose materialised assets embedded: uses")
-    parser.add_argument("--engines", nargs="+", default=["transformers", "vllm"], choices=["transformers", "vllm"])
+    parser.add_argument("--engines", nargs="+", default=["transformers", "vllm"], choices=["transformers", "transformers-sdpa", "vllm"])
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=8, help="transformers' prompts per forward batch")
@@ -106,7 +111,7 @@ def main(argv: list[str] | None = None) -> None:
     for name, (started, seconds, completions) in results.items():
         new_tokens = sum(len(tokenizer(c, add_special_tokens=False)["input_ids"]) for c in completions)
         batches = ([(args.max_new_tokens, min(args.batch_size, len(prompts) - k))
-                    for k in range(0, len(prompts), args.batch_size)] if name == "transformers"
+                    for k in range(0, len(prompts), args.batch_size)] if name.startswith("transformers")
                    else [(args.max_new_tokens, len(prompts))])  # vLLM schedules all prompts together
         bound = lower_bound_seconds(prompt_tokens, batches, total_params, non_embedding,
                                     torch_dtype.itemsize, peak, bandwidth)

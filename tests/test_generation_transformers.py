@@ -9,6 +9,7 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from repro.generation import GenerationParams, make_generator
+from repro.generation.attention import SDPA_GROUPED_DECODE
 from repro.generation.prompting import encode, render
 from repro.generation.transformers_backend import TransformersGenerator, left_pad
 
@@ -160,6 +161,16 @@ def test_dtype_choice(tiny_llama_dir):
     assert len(bf16.generate(["Hello"], GenerationParams(max_new_tokens=4))) == 1
     with pytest.raises(ValueError, match=r"dtype must be one of \['float32', 'bfloat16', 'float16', 'auto'\]"):
         TransformersGenerator(str(tiny_llama_dir), dtype="fp32")
+
+
+def test_cpu_decoding_attends_without_the_flash_kernel_and_greedy_text_is_unchanged(smollm2, smollm2_dir):
+    """D168: on a CPU, "auto" loads `sdpa_grouped_decode`; in float32 its greedy text equals SDPA's."""
+    assert smollm2.model.config._attn_implementation == SDPA_GROUPED_DECODE
+    sdpa = TransformersGenerator(str(smollm2_dir), dtype="float32", attn_implementation="sdpa", progress=False)
+    assert sdpa.model.config._attn_implementation == "sdpa"
+    prompts = [LATE_STOP, NEVER_STOPS, "The capital of France is"]  # three lengths: left padding in the batch
+    params = GenerationParams(max_new_tokens=MAX_NEW, batch_size=3)
+    assert smollm2.generate(prompts, params) == sdpa.generate(prompts, params)
 
 
 def test_bad_prompts_and_empty_input(tiny):

@@ -31,7 +31,7 @@ class ConfigError(ValueError):
 # VLLMGenerator, OpenAIClientGenerator; tests/test_config.py keeps them in sync), against which the `options`
 # dicts of a profile are checked at load time (D107). "progress" is always set by the caller.
 GENERATOR_OPTIONS = {
-    "transformers": ("adapter", "dtype", "device", "progress"),
+    "transformers": ("adapter", "dtype", "attn_implementation", "device", "progress"),
     "vllm": ("adapter", "dtype", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "max_lora_rank",
              "enable_lora", "enforce_eager", "kv_cache_memory_bytes", "progress"),
     "openai": ("base_url", "api_key", "api_key_env", "max_workers", "timeout", "max_retries", "backoff",

@@ -3,7 +3,8 @@
 Prompts are sorted by length and left-padded into batches (outputs come back in input order); stop strings
 end each row independently (`StopStringCriteria` marks a row done while the others continue, and its text
 is cut at the stop afterwards). The model's own sampling defaults (e.g. Qwen's top-k 20 and repetition
-penalty 1.05) are dropped at load, so only `GenerationParams` decides how tokens are picked.
+penalty 1.05) are dropped at load, so only `GenerationParams` decides how tokens are picked. On a CPU, decode steps
+attend with `sdpa_grouped_decode` (D146, D168), not SDPA's flash kernel.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig, StoppingCriteriaList
 from transformers.generation.stopping_criteria import StopStringCriteria
 
+from repro.generation.attention import SDPA_GROUPED_DECODE
 from repro.generation.base import GenerationParams, Generator, Prompt, cut_at_stop
 from repro.generation.prompting import encode
 
@@ -37,6 +39,14 @@ def resolve_dtype(dtype: str, device: torch.device) -> torch.dtype:
     return DTYPES[dtype]
 
 
+def resolve_attention(attn_implementation: str | None, device: torch.device) -> str | None:
+    """"auto": `sdpa_grouped_decode` on a CPU (decode steps without SDPA's CPU flash kernel, D168), transformers'
+    default elsewhere; any other value (None: transformers' default) is passed on as given."""
+    if attn_implementation == "auto":
+        return SDPA_GROUPED_DECODE if device.type == "cpu" else None
+    return attn_implementation
+
+
 def left_pad(rows: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
     """Input ids and attention mask of `rows`, padded on the left to the longest row."""
     width = max(map(len, rows))
@@ -55,12 +65,13 @@ class TransformersGenerator(Generator):
     """
 
     def __init__(self, model: str, *, adapter: str | None = None, dtype: str = "auto",
-                 device: str | None = None, progress: bool = True):
+                 attn_implementation: str | None = "auto", device: str | None = None, progress: bool = True):
         self.device = torch.device(device or ("cuda" if torch.cuda.is_available() else "cpu"))
         self.tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=False)
+        attention = resolve_attention(attn_implementation, self.device)
         self.model = AutoModelForCausalLM.from_pretrained(
             model, dtype=resolve_dtype(dtype, self.device), device_map=self.device, use_safetensors=True,
-            trust_remote_code=False)
+            trust_remote_code=False, **({"attn_implementation": attention} if attention else {}))
         if adapter is not None:
             from peft import PeftModel
 
