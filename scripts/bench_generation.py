@@ -66,7 +66,8 @@ def run_engine(name: str, model: str, prompts, params: GenerationParams, dtype: 
     options = (dict(max_model_len=2048, enforce_eager=True, kv_cache_memory_bytes=kv_cache_bytes,
                     enable_lora=adapter is not None) if name == "vllm" else
                dict(attn_implementation="sdpa") if name == "transformers-sdpa" else {})
-    with make_generator(name.removesuffix("-sdpa"), model, adapter=adapter, dtype=dtype, progress=False, **options) as generator:
+    backend = name.removesuffix("-sdpa")
+    with make_generator(backend, model, adapter=adapter, dtype=dtype, progress=False, **options) as generator:
         started = time.perf_counter() - start
         times = []
         for _ in range(repeats):
@@ -81,7 +82,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--model", default="embedded:smollm2-135m-instruct",
                         help="local directory, hub id, or embedded:<name> (materialised for --profile)")
     parser.add_argument("--profile", default="tiny", help="profile whose materialised assets embedded: uses")
-    parser.add_argument("--engines", nargs="+", default=["transformers", "vllm"], choices=["transformers", "transformers-sdpa", "vllm"])
+    parser.add_argument("--engines", nargs="+", default=["transformers", "vllm"],
+                        choices=["transformers", "transformers-sdpa", "vllm"])
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--max-new-tokens", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=8, help="transformers' prompts per forward batch")

@@ -116,7 +116,8 @@ def test_backend_options_are_checked_against_the_backend_at_load_time(tmp_path):
     agentic = params["profiles"]["ci"]["agentic"]
     agentic["agent_options"] = {"gpu_memory_utilisation": 0.5}
     with pytest.raises(ConfigError, match=r"agentic\.agent_options: unknown option\(s\) \['gpu_memory_utilisation'\] "
-                                          r"for backend transformers; allowed: \['adapter', 'dtype', 'attn_implementation', 'device'\]"):
+                                          r"for backend transformers; allowed: "
+                                          r"\['adapter', 'dtype', 'attn_implementation', 'device'\]"):
         _build(Profile, {"name": "ci", **params["profiles"]["ci"]}, "profiles.ci")
     agentic["agent_options"] = {"progress": False}
     with pytest.raises(ConfigError, match=r"unknown option\(s\) \['progress'\]"):
