@@ -17,6 +17,8 @@ step reads every weight once (bandwidth-bound) and does 2 x parameters FLOPs per
     .venv/bin/python scripts/bench_generation.py --adapter data/tiny/qa_generator/adapter   # vLLM's LoRA path
     .venv/bin/python scripts/bench_generation.py --engines transformers-sdpa transformers \
         --prompts 32 --max-new-tokens 128 --batch-size 16                                   # D168's decode kernel
+    .venv/bin/python scripts/bench_generation.py --engines transformers --prompts 64 --max-new-tokens 128 \
+        --batch-size 16 64                                                                  # one engine, two batches
 """
 
 from __future__ import annotations
@@ -86,7 +88,8 @@ def main(argv: list[str] | None = None) -> None:
                         choices=["transformers", "transformers-sdpa", "vllm"])
     parser.add_argument("--prompts", type=int, default=64)
     parser.add_argument("--max-new-tokens", type=int, default=32)
-    parser.add_argument("--batch-size", type=int, default=8, help="transformers' prompts per forward batch")
+    parser.add_argument("--batch-size", type=int, nargs="+", default=[8],
+                        help="transformers' prompts per forward batch; several: each engine at each size")
     parser.add_argument("--dtype", default="bfloat16", choices=["float32", "bfloat16"])
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--adapter", help="a LoRA adapter directory both engines answer through (e.g. the QA "
@@ -97,27 +100,33 @@ def main(argv: list[str] | None = None) -> None:
 
     model = assets.resolve(args.model, args.profile)
     prompts = rag_prompts(args.prompts)
-    params = GenerationParams(max_new_tokens=args.max_new_tokens, batch_size=args.batch_size)
     torch_dtype = getattr(torch, args.dtype)
     peak, bandwidth = matmul_peak(torch_dtype), memory_bandwidth()
     total_params, non_embedding = model_sizes(model)
     load_before = os.getloadavg()[0]
 
-    results = {name: run_engine(name, model, prompts, params, args.dtype, args.repeats, args.adapter,
-                                int(args.kv_cache_gib * 2**30)) for name in args.engines}
+    runs = [(name, size) for name in args.engines for size in args.batch_size]
+
+    def label(name: str, size: int) -> str:
+        return f"{name} b{size}" if len(args.batch_size) > 1 else name
+
+    results = {(name, size): run_engine(name, model, prompts,
+                                        GenerationParams(max_new_tokens=args.max_new_tokens, batch_size=size),
+                                        args.dtype, args.repeats, args.adapter, int(args.kv_cache_gib * 2**30))
+               for name, size in runs}
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(model)
     prompt_tokens = sum(len(encode(tokenizer, p)) for p in prompts)
-    rows, reference = [], results[args.engines[0]][2]
-    for name, (started, seconds, completions) in results.items():
+    rows, reference = [], results[runs[0]][2]
+    for (name, size), (started, seconds, completions) in results.items():
         new_tokens = sum(len(tokenizer(c, add_special_tokens=False)["input_ids"]) for c in completions)
-        batches = ([(args.max_new_tokens, min(args.batch_size, len(prompts) - k))
-                    for k in range(0, len(prompts), args.batch_size)] if name.startswith("transformers")
+        batches = ([(args.max_new_tokens, min(size, len(prompts) - k))
+                    for k in range(0, len(prompts), size)] if name.startswith("transformers")
                    else [(args.max_new_tokens, len(prompts))])  # vLLM schedules all prompts together
         bound = lower_bound_seconds(prompt_tokens, batches, total_params, non_embedding,
                                     torch_dtype.itemsize, peak, bandwidth)
-        rows.append(dict(engine=name, start_s=round(started, 1), generate_s=round(seconds, 2),
+        rows.append(dict(engine=label(name, size), start_s=round(started, 1), generate_s=round(seconds, 2),
                          end_to_end_s=round(started + seconds, 1),
                          tokens_per_s=round((prompt_tokens + new_tokens) / seconds, 1),
                          new_tokens_per_s=round(new_tokens / seconds, 1), limit_s=round(bound, 2),
@@ -129,10 +138,10 @@ def main(argv: list[str] | None = None) -> None:
           f"params={total_params / 1e6:.1f}M (non-embedding {non_embedding / 1e6:.1f}M) repeats={args.repeats}")
     print(f"machine: {args.dtype} matmul peak {peak / 1e9:.0f} GFLOP/s, memory bandwidth {bandwidth / 1e9:.1f} GB/s, "
           f"torch threads {torch.get_num_threads()}, load {load_before:.1f}->{os.getloadavg()[0]:.1f}")
-    print(f"{'engine':<14}{'start s':>9}{'gen s':>8}{'e2e s':>8}{'tok/s':>9}{'new tok/s':>11}{'limit s':>9}"
+    print(f"{'engine':<22}{'start s':>9}{'gen s':>8}{'e2e s':>8}{'tok/s':>9}{'new tok/s':>11}{'limit s':>9}"
           f"{'of limit':>10}{'same text':>11}")
     for r in rows:
-        print(f"{r['engine']:<14}{r['start_s']:>9}{r['generate_s']:>8}{r['end_to_end_s']:>8}{r['tokens_per_s']:>9}"
+        print(f"{r['engine']:<22}{r['start_s']:>9}{r['generate_s']:>8}{r['end_to_end_s']:>8}{r['tokens_per_s']:>9}"
               f"{r['new_tokens_per_s']:>11}{r['limit_s']:>9}{r['of_limit']:>10}{r['same_text']:>8}/{len(prompts)}")
     if len(rows) == 2:
         a, b = rows

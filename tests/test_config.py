@@ -13,6 +13,7 @@ from repro.config import (
     Profile,
     _build,
     design_row,
+    is_main_design_run,
     load_profile,
     profile_names,
     read_params,
@@ -193,6 +194,7 @@ def test_the_reward_design_study_runs_the_issues_six_designs_where_it_measures()
     assert load_profile("tiny").reward_designs is None  # off until tiny is re-timed (D158)
     ci = load_profile("ci").reward_designs
     assert ci.designs[0] == "eviomni"  # the reference of the paired tests
+    assert is_main_design_run(load_profile("ci"), "eviomni")  # the ci pipeline reuses the main run for it (D170)
     from repro.rewards import REWARD_DESIGNS
 
     rows = [design_row(row) for row in ci.designs]  # ci's runs cover every code path of the trainer's designs

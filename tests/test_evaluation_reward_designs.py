@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from repro import assets, rewards
-from repro.config import ConfigError, design_row, load_profile
+from repro.config import ConfigError, design_row, is_main_design_run, load_profile
 from repro.data import layout
 from repro.evaluation import reward_designs as rd
 from repro.evaluation.figures import plot_reward_designs
@@ -47,6 +47,23 @@ def test_each_row_has_its_run_directory_and_per_item_files():
         Path("data/ci/predictions/reward_designs/fanoutqa/arena_k2.jsonl")
     assert rd.evidence_scores_path(cfg, "fanoutqa", "arena_k2") == \
         Path("data/ci/predictions/reward_designs/evidence_scores/fanoutqa/arena_k2.jsonl")
+
+
+def test_the_row_that_repeats_the_main_run_reuses_it(tmp_path, monkeypatch):
+    cfg = load_profile("ci")  # rows eviomni, evinote, arena_k2 at the main run's budget (max_steps null)
+    assert [is_main_design_run(cfg, row) for row in ("eviomni", "eviomni_k3", "eviomni_k2", "evinote")] == [
+        True, True, False, False]  # k3 is the profile's estimator; k2 and another design train runs of their own
+    one_step = dataclasses.replace(cfg, reward_designs=dataclasses.replace(cfg.reward_designs, max_steps=1))
+    assert not any(is_main_design_run(one_step, row) for row in cfg.reward_designs.designs)  # another budget
+    assert rd.design_run(one_step, "eviomni").root == Path("data/ci/train/reward_designs/eviomni")
+    assert rd.design_run(cfg, "eviomni").root == layout.train_run_dir("ci")
+    assert rd.design_run(cfg, "evinote").root == Path("data/ci/train/reward_designs/evinote")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(FileNotFoundError, match=r"the eviomni row .* is the main run's \(D170\): run the "
+                                                r"train_eviomni stage first"):
+        rd.trained_design_run(cfg, "eviomni")
+    (tmp_path / layout.train_run_dir("ci") / "extractor").mkdir(parents=True)
+    assert rd.trained_design_run(cfg, "eviomni").root == layout.train_run_dir("ci")  # read, not trained
 
 
 def test_what_an_items_evidence_holds_by_hand():

@@ -833,6 +833,18 @@ def is_main_run(cfg: Profile, answer_subset: typing.Sequence[str]) -> bool:
             and ab.max_steps in (None, cfg.train.max_steps))
 
 
+def is_main_design_run(cfg: Profile, row: str) -> bool:
+    """Whether the reward-design study's run of `row` is the main GRPO run (D170, as D165 for Table 3): the row names the
+    profile's `rewards.design` and its `train.kl_estimator` (or none), at the main run's step budget
+    (`reward_designs.max_steps` null or `train.max_steps`). The study then reuses the main run's extractor."""
+    rd = cfg.reward_designs
+    if rd is None:
+        return False
+    design, estimator = design_row(row)
+    return (design == cfg.rewards.design and estimator in (None, cfg.train.kl_estimator)
+            and rd.max_steps in (None, cfg.train.max_steps))
+
+
 def with_released_eviomni(cfg: Profile, where: str) -> Profile:
     """`cfg` under `eviomni: released_extractor`: the studies evaluate models.released_extractor in place of the
     trained extractor, i.e. method `eviomni` becomes `eviomni_released` in every list of EVIOMNI_STUDIES (once, where

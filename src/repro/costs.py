@@ -43,7 +43,7 @@ from pathlib import Path
 import yaml
 
 from repro import remote
-from repro.config import EvaluationConfig, LoRASFTConfig, Profile, is_main_run, load_profile
+from repro.config import EvaluationConfig, LoRASFTConfig, Profile, is_main_design_run, is_main_run, load_profile
 from repro.preflight import accelerate_processes
 
 GB = 1e9
@@ -550,12 +550,14 @@ def ablation_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
 
 
 def reward_designs_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
-    """One GRPO run per reward design, each costed as EviOmni's run (the other designs generate no o_r, o_e: an upper
-    bound), then each extractor evaluated like Table 2's EviOmni column; the NLI pass over the evidence is not counted
-    (one classifier forward per item, against GRPO runs)."""
+    """One GRPO run per reward design that is not the main run (that one is reused, D170), each costed as EviOmni's
+    run (the other designs generate no o_r, o_e: an upper bound), then each extractor evaluated like Table 2's EviOmni
+    column; the NLI pass over the evidence is not counted (one classifier forward per item, against GRPO runs)."""
     rd = cfg.reward_designs
-    runs = [grpo_wall(cfg, a, rd.max_steps or cfg.train.max_steps)] * len(rd.designs)
-    return trained_extractors_cost(cfg, a, card, "reward_designs", runs, rd, len(rd.designs))
+    trained = [row for row in rd.designs if not is_main_design_run(cfg, row)]
+    runs = [grpo_wall(cfg, a, rd.max_steps or cfg.train.max_steps)] * len(trained)
+    reused = ", the main run's reused" if len(trained) < len(rd.designs) else ""
+    return trained_extractors_cost(cfg, a, card, "reward_designs", runs, rd, len(rd.designs), reused)
 
 
 def length_tuning_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:

@@ -9,7 +9,9 @@ and compared with EviOmni's reward (D158-D161).
 
 A row is a `rewards.design`, optionally followed by "_<train.kl_estimator>" (repro.config.design_row): `eviomni_k2`
 is EviOmni's reward under ARENA's k2 KL estimator, `arena_k2` ARENA as published. Runs live in
-data/<profile>/train/reward_designs/<row>/ (resumable like the main run, repro.train.run), prediction files in
+data/<profile>/train/reward_designs/<row>/ (resumable like the main run, repro.train.run), except the row that would
+repeat the main run (repro.config.is_main_design_run), which reuses data/<profile>/train/eviomni/ (D170); prediction
+files in
 data/<profile>/predictions/reward_designs/<dataset>/<row>.jsonl and the per-item evidence scores in
 data/<profile>/predictions/reward_designs/evidence_scores/<dataset>/<row>.jsonl (resumable, repro.evaluation.records).
 A profile without the section (`reward_designs: null`) writes `study.json` saying so into both directories.
@@ -29,7 +31,7 @@ import torch
 
 from repro import metrics, rewards
 from repro.assets import resolve
-from repro.config import Profile, design_row
+from repro.config import Profile, design_row, is_main_design_run
 from repro.data import layout
 from repro.evaluation.records import RecordFile, process_resumably, read_records
 from repro.evaluation.study import evaluation_rows
@@ -59,7 +61,21 @@ def design_profile(cfg: Profile, row: str) -> Profile:
 
 
 def design_run(cfg: Profile, row: str) -> TrainRun:
+    """The run of `row`: the main run (stage train_eviomni) when it is that run (D170), else its own directory."""
+    if is_main_design_run(cfg, row):
+        return TrainRun(layout.train_run_dir(cfg.name))
     return TrainRun(layout.train_run_dir(cfg.name, f"{STUDY}/{row}"))
+
+
+def trained_design_run(cfg: Profile, row: str) -> TrainRun:
+    """Train (or resume, or reuse) the run of `row`; the main run is only read, never trained here."""
+    run = design_run(cfg, row)
+    if not is_main_design_run(cfg, row):
+        return train_extractor(design_profile(cfg, row), run.root, max_steps=cfg.reward_designs.max_steps)
+    if not run.extractor.is_dir():
+        raise FileNotFoundError(f"{run.extractor}: no trained extractor yet; the {row} row of the reward-design study "
+                                f"is the main run's (D170): run the train_eviomni stage first")
+    return run
 
 
 def evidence_scores_path(cfg: Profile, dataset: str, row: str) -> Path:
@@ -77,8 +93,9 @@ def design_table(cfg: Profile) -> pd.DataFrame:
 
 
 def run_reward_designs(cfg: Profile, progress: bool = True) -> pd.DataFrame:
-    """Train (or resume, or reuse) the run of every row of `cfg.reward_designs`, then evaluate each extractor on the
-    section's test sets with the profile's QA generator; one row per prediction file (none without the section)."""
+    """Train (or resume, or reuse) the run of every row of `cfg.reward_designs` (the main run's where
+    `is_main_design_run`), then evaluate each extractor on the section's test sets with the profile's QA generator;
+    one row per prediction file (none without the section)."""
     rd = cfg.reward_designs
     record = {"requested": rd is not None, "designs": rd.designs if rd else []}
     for directory in (layout.train_run_dir(cfg.name, STUDY), layout.profile_dir(cfg.name) / "predictions" / STUDY):
@@ -86,8 +103,7 @@ def run_reward_designs(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     if rd is None:
         print(f"profiles.{cfg.name}.reward_designs is null: the study is not requested", flush=True)
         return pd.DataFrame(columns=FILE_COLUMNS)
-    runs = {row: train_extractor(design_profile(cfg, row), design_run(cfg, row).root, max_steps=rd.max_steps)
-            for row in rd.designs}
+    runs = {row: trained_design_run(cfg, row) for row in rd.designs}
     return evaluate_extractors(cfg, runs, STUDY, rd, progress).rename(columns={"variant": "design"})
 
 
