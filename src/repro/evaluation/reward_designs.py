@@ -10,9 +10,8 @@ and compared with EviOmni's reward (D158-D161).
 A row is a `rewards.design`, optionally followed by "_<train.kl_estimator>" (repro.config.design_row): `eviomni_k2`
 is EviOmni's reward under ARENA's k2 KL estimator, `arena_k2` ARENA as published. Runs live in
 data/<profile>/train/reward_designs/<row>/ (resumable like the main run, repro.train.run), except the row that would
-repeat the main run (repro.config.is_main_design_run), which reuses data/<profile>/train/eviomni/ (D170); prediction
-files in
-data/<profile>/predictions/reward_designs/<dataset>/<row>.jsonl and the per-item evidence scores in
+repeat the main run (repro.config.is_main_design_run), which reuses data/<profile>/train/eviomni/ (D170). Prediction
+files live in data/<profile>/predictions/reward_designs/<dataset>/<row>.jsonl and the per-item evidence scores in
 data/<profile>/predictions/reward_designs/evidence_scores/<dataset>/<row>.jsonl (resumable, repro.evaluation.records).
 A profile without the section (`reward_designs: null`) writes `study.json` saying so into both directories.
 """
