@@ -22,7 +22,7 @@ from repro.config import Profile, is_main_run
 from repro.data import layout
 from repro.evaluation.records import read_records
 from repro.evaluation.tables import summarize
-from repro.evaluation.trained_extractors import compare_with_reference, evaluate_extractors
+from repro.evaluation.trained_extractors import compare_with_reference, evaluate_extractors, main_run
 from repro.train.run import TrainRun, train_extractor
 
 STUDY = "ablation_answer_rewards"
@@ -50,13 +50,9 @@ def ablation_run(cfg: Profile, subset: Sequence[str]) -> TrainRun:
 
 def trained_run(cfg: Profile, subset: Sequence[str]) -> TrainRun:
     """Train (or resume, or reuse) the run of `subset`; the main run is only read, never trained here."""
-    run = ablation_run(cfg, subset)
-    if not is_main_run(cfg, subset):
-        return train_extractor(cfg, run.root, answer_subset=subset, max_steps=cfg.ablation.max_steps)
-    if not run.extractor.is_dir():
-        raise FileNotFoundError(f"{run.extractor}: no trained extractor yet; the {subset_label(subset)} row of Table 3 "
-                                f"is the main run's (D165): run the train_eviomni stage first")
-    return run
+    if is_main_run(cfg, subset):
+        return main_run(cfg, f"the {subset_label(subset)} row of Table 3", "D165")
+    return train_extractor(cfg, ablation_run(cfg, subset).root, answer_subset=subset, max_steps=cfg.ablation.max_steps)
 
 
 def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:

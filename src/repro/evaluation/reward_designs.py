@@ -35,7 +35,7 @@ from repro.data import layout
 from repro.evaluation.records import RecordFile, process_resumably, read_records
 from repro.evaluation.study import evaluation_rows
 from repro.evaluation.tables import SUMMARY_COLUMNS, summarize
-from repro.evaluation.trained_extractors import compare_with_reference, evaluate_extractors
+from repro.evaluation.trained_extractors import compare_with_reference, evaluate_extractors, main_run
 from repro.io import fingerprint, model_fingerprint, write_json
 from repro.nli import NLIScorer
 from repro.train.data import gold_passages
@@ -68,13 +68,9 @@ def design_run(cfg: Profile, row: str) -> TrainRun:
 
 def trained_design_run(cfg: Profile, row: str) -> TrainRun:
     """Train (or resume, or reuse) the run of `row`; the main run is only read, never trained here."""
-    run = design_run(cfg, row)
-    if not is_main_design_run(cfg, row):
-        return train_extractor(design_profile(cfg, row), run.root, max_steps=cfg.reward_designs.max_steps)
-    if not run.extractor.is_dir():
-        raise FileNotFoundError(f"{run.extractor}: no trained extractor yet; the {row} row of the reward-design study "
-                                f"is the main run's (D170): run the train_eviomni stage first")
-    return run
+    if is_main_design_run(cfg, row):
+        return main_run(cfg, f"the {row} row of the reward-design study", "D170")
+    return train_extractor(design_profile(cfg, row), design_run(cfg, row).root, max_steps=cfg.reward_designs.max_steps)
 
 
 def evidence_scores_path(cfg: Profile, dataset: str, row: str) -> Path:

@@ -25,6 +25,16 @@ from repro.train.run import TrainRun
 TEST_COLUMNS = ("dataset", "reference", "metric", "test", "n", "effect", "ci_low", "ci_high", "p_value", "p_holm")
 
 
+def main_run(cfg: Profile, variant: str, decision: str) -> TrainRun:
+    """The main GRPO run (stage train_eviomni), for a `variant` of a study that would repeat it (D165, D170): only read,
+    never trained here; an error naming the stage if it has not run."""
+    run = TrainRun(layout.train_run_dir(cfg.name))
+    if not run.extractor.is_dir():
+        raise FileNotFoundError(f"{run.extractor}: no trained extractor yet; {variant} is the main run's ({decision}): "
+                                f"run the train_eviomni stage first")
+    return run
+
+
 def evaluate_extractors(cfg: Profile, runs: Mapping[str, TrainRun], study: str,
                         section: AblationConfig | RewardDesignsConfig, progress: bool = True,
                         labels: Mapping[str, str] | None = None) -> pd.DataFrame:
