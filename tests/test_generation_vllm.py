@@ -8,6 +8,7 @@ profiles set reach `LLM` unchanged, and that the engine is shut down exactly onc
 """
 
 import dataclasses
+import os
 import sys
 import types
 
@@ -172,3 +173,20 @@ def test_missing_outputs_are_an_error(fake_vllm, tiny_llama_dir, monkeypatch):
     monkeypatch.setattr(generator.llm, "generate", lambda *a, **kw: engine_generate(*a, **kw)[:-1])
     with pytest.raises(RuntimeError, match="vLLM returned 2 outputs for 3 prompts"):
         generator.generate(PROMPTS)
+
+
+def test_reserved_cpu_cores_are_set_while_the_engine_starts_and_restored_after(monkeypatch):
+    from repro.generation.vllm_backend import RESERVED_CPU_VARIABLE, reserved_cpu_cores
+
+    monkeypatch.setenv(RESERVED_CPU_VARIABLE, "1")
+    with reserved_cpu_cores(0):
+        assert os.environ[RESERVED_CPU_VARIABLE] == "0"
+    assert os.environ[RESERVED_CPU_VARIABLE] == "1"
+    monkeypatch.delenv(RESERVED_CPU_VARIABLE)
+    with reserved_cpu_cores(None):
+        assert RESERVED_CPU_VARIABLE not in os.environ
+    with pytest.raises(RuntimeError), reserved_cpu_cores(2):
+        raise RuntimeError("the engine failed to start")
+    assert RESERVED_CPU_VARIABLE not in os.environ
+    with pytest.raises(ValueError, match="cpu_reserved_cores"), reserved_cpu_cores(-1):
+        pass

@@ -7,6 +7,7 @@ A random model never writes the format, so these tests check mechanics, not lear
 import dataclasses
 import json
 import math
+import os
 
 import numpy as np
 import pandas as pd
@@ -227,6 +228,22 @@ def test_held_out_scoring_matches_dev_selection_and_skips_the_selection_question
     assert check.summary["ar_random"] == 1.0  # every sentence names Anna Berg<i>
     table = compare_policies(items, items)
     assert table["difference"].tolist() == [0.0] * 3 and table["p_value"].tolist() == [1.0] * 3
+
+
+@pytest.mark.vllm
+def test_held_out_scoring_on_vllms_engine_equals_transformers(ci_cfg, tmp_path, tiny_llama_dir, monkeypatch):
+    """D171: `train.heldout_backend: vllm` scores a policy as transformers does (float32 greedy texts agree, D93), and
+    `cpu_reserved_cores` reaches the engine only while it starts."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("VLLM_CPU_NUM_OF_RESERVED_CPU", raising=False)
+    write_jsonl(layout.contexts_path(ci_cfg, ci_cfg.train.dataset, "dev"), contexts(12))
+    rows = heldout_rows(ci_cfg)
+    on_vllm = dataclasses.replace(ci_cfg, train=dataclasses.replace(
+        ci_cfg.train, heldout_backend="vllm", heldout_options=dict(
+            max_model_len=1024, enforce_eager=True, kv_cache_memory_bytes=2**30, cpu_reserved_cores=0)))
+    pd.testing.assert_frame_equal(score_policy(on_vllm, str(tiny_llama_dir), rows, progress=False),
+                                  score_policy(ci_cfg, str(tiny_llama_dir), rows, progress=False))
+    assert "VLLM_CPU_NUM_OF_RESERVED_CPU" not in os.environ
 
 
 def test_accelerate_launch_runs_the_trainer_in_two_processes(ci_cfg, rows, tmp_path, monkeypatch):

@@ -12,8 +12,9 @@ def make_generator(backend: str, model: str, **kwargs) -> Generator:
 
     kwargs go to the backend's constructor: `TransformersGenerator` (adapter, dtype, attn_implementation, device,
     progress), `VLLMGenerator` (adapter, dtype, tensor_parallel_size, gpu_memory_utilization, max_model_len,
-    max_lora_rank, enable_lora, enforce_eager, kv_cache_memory_bytes, progress) or `OpenAIClientGenerator` (base_url, api_key, api_key_env, max_workers,
-    timeout, max_retries, backoff, progress). Backends are imported only when chosen.
+    max_lora_rank, enable_lora, enforce_eager, kv_cache_memory_bytes, cpu_reserved_cores, progress) or
+    `OpenAIClientGenerator` (base_url, api_key, api_key_env, max_workers, timeout, max_retries, backoff, progress).
+    Backends are imported only when chosen.
     """
     if backend == "transformers":
         from repro.generation.transformers_backend import TransformersGenerator

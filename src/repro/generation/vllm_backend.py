@@ -8,8 +8,10 @@ releases its memory before another engine is started.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import itertools
+import os
 
 from repro.generation.base import GenerationParams, Generator, Prompt
 from repro.generation.prompting import encode
@@ -26,23 +28,28 @@ class VLLMGenerator(Generator):
     added later with `with_adapter`. `enforce_eager` skips CUDA-graph capture / torch.compile warm-up, which on a
     CPU costs more than it saves for short runs. `kv_cache_memory_bytes` fixes the engine's KV cache; without it
     the cache takes what `gpu_memory_utilization` leaves of the GPU, or on a CPU that share of the machine's RAM
-    (0.9 by default), which leaves nothing for the models a study loads beside the engine.
+    (0.9 by default), which leaves nothing for the models a study loads beside the engine. `cpu_reserved_cores`
+    (CPU build) is how many cores the engine keeps for its scheduler process; None leaves vLLM's default (one per
+    worker), which on a 2-core machine leaves the worker one core. 0 lets the worker compute on every core: held-out
+    scoring on `tiny` ran 1.8x faster end to end (D171).
     """
 
     def __init__(self, model: str, *, adapter: str | None = None, dtype: str = "auto",
                  tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
                  max_model_len: int | None = None, max_lora_rank: int = 16, enable_lora: bool | None = None,
-                 enforce_eager: bool = False, kv_cache_memory_bytes: int | None = None, progress: bool = True):
+                 enforce_eager: bool = False, kv_cache_memory_bytes: int | None = None,
+                 cpu_reserved_cores: int | None = None, progress: bool = True):
         from vllm import LLM
 
         enable_lora = adapter is not None if enable_lora is None else enable_lora
         if adapter is not None and not enable_lora:
             raise ValueError("an adapter needs enable_lora=True")
         lora = dict(enable_lora=True, max_lora_rank=max_lora_rank) if enable_lora else {}
-        self.llm = LLM(model=model, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
-                       gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                       enforce_eager=enforce_eager, kv_cache_memory_bytes=kv_cache_memory_bytes,
-                       trust_remote_code=False, **lora)
+        with reserved_cpu_cores(cpu_reserved_cores):
+            self.llm = LLM(model=model, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
+                           gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+                           enforce_eager=enforce_eager, kv_cache_memory_bytes=kv_cache_memory_bytes,
+                           trust_remote_code=False, **lora)
         self.tokenizer = self.llm.get_tokenizer()
         self.model, self.lora_enabled, self.progress = model, enable_lora, progress
         self._owner = True
@@ -98,6 +105,29 @@ class VLLMGenerator(Generator):
         if len(outputs) != len(prompts):
             raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} prompts")
         return [c.text for output in outputs for c in sorted(output.outputs, key=lambda c: c.index)]
+
+
+RESERVED_CPU_VARIABLE = "VLLM_CPU_NUM_OF_RESERVED_CPU"
+
+
+@contextlib.contextmanager
+def reserved_cpu_cores(cores: int | None):
+    """While an engine starts (its processes inherit the environment then), set the CPU build's reserved-core count;
+    None changes nothing. vLLM reads it only from the environment."""
+    if cores is None:
+        yield
+        return
+    if cores < 0:
+        raise ValueError(f"cpu_reserved_cores must be >= 0, got {cores}")
+    previous = os.environ.get(RESERVED_CPU_VARIABLE)
+    os.environ[RESERVED_CPU_VARIABLE] = str(cores)
+    try:
+        yield
+    finally:
+        if previous is None:
+            del os.environ[RESERVED_CPU_VARIABLE]
+        else:
+            os.environ[RESERVED_CPU_VARIABLE] = previous
 
 
 def release_device_memory() -> None:

@@ -8,7 +8,8 @@ Held-out questions: `train.heldout_questions` seeded questions of the training d
 `train.dev_max_questions`, the rows dev selection scores (`repro.train.run`). A policy is scored as dev selection
 scores a checkpoint (`EviOmniTrainer.score_greedy`): a greedy rollout from GRPO's prompt with `max_completion_length`
 new tokens, greedy o_r and o_e from the Eq. 4 contexts with `max_answer_length`, the training reward's terms
-(`score_rollout`), and the answer recall of the text inside the rollout's `<extract>` (§2.2; "" without one).
+(`score_rollout`), and the answer recall of the text inside the rollout's `<extract>` (§2.2; "" without one). Both
+policies are scored by one kind of engine, `train.heldout_backend` (D171).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from repro.train.data import extraction_row
 from repro.train.reward import score_rollout
 from repro.train.rollout import MASKED_TARGETS, answer_contexts, parse_rollout
 
-BATCH_SIZE = 16  # prompts per generate call; on a 2-core CPU, 64 at once decoded 0.79x as fast (bench_generation)
+BATCH_SIZE = 16  # transformers' prompts per batch; on a 2-core CPU, 64 at once decoded 0.79x as fast (bench_generation)
 # metric -> test: binary outcomes get McNemar, F1 a paired permutation test; every row also gets a paired bootstrap CI
 HEADLINE = {"f1_evidence": "approximate randomization", "ar_evidence": "McNemar", "reward_format": "McNemar"}
 
@@ -63,7 +64,8 @@ def score_policy(cfg: Profile, policy: str, rows: Sequence[dict], rollouts: Sequ
     term of `score_rollout`'s summary, and `ar_evidence`, the answer recall of the rollout's evidence."""
     tokenizer = AutoTokenizer.from_pretrained(policy)
     train_rows = [extraction_row(row, tokenizer, cfg.rewards.length_unit) for row in rows]
-    with make_generator("transformers", policy, dtype=cfg.models.inference, progress=progress) as generator:
+    with make_generator(cfg.train.heldout_backend, policy, dtype=cfg.models.inference, progress=progress,
+                        **cfg.train.heldout_options) as generator:
         if rollouts is None:
             rollouts = generator.generate([row["prompt"] for row in train_rows],
                                           GenerationParams(max_new_tokens=cfg.train.max_completion_length,
