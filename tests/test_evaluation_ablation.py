@@ -83,9 +83,9 @@ def test_the_main_run_is_read_never_trained_and_other_subsets_are_trained(tmp_pa
     ablation.trained_run(tiny, REFERENCE)
     assert trained == [
         ("paper-1p5b", layout.train_run_dir("paper-1p5b", "ablation/evidence"),
-         {"answer_subset": ["evidence"], "max_steps": None}),
+         {"answer_subset": ["evidence"], "max_steps": None, "score_single_checkpoint": False}),
         ("tiny", layout.train_run_dir("tiny", "ablation/evidence+rationale+full"),
-         {"answer_subset": REFERENCE, "max_steps": 1})]
+         {"answer_subset": REFERENCE, "max_steps": 1, "score_single_checkpoint": False})]
 
 
 def records(ems: list[int]) -> list[dict]:

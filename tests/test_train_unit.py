@@ -4,6 +4,7 @@ import collections
 import dataclasses
 import json
 import math
+import types
 import typing
 
 import numpy as np
@@ -12,7 +13,7 @@ import pytest
 import torch
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from transformers import AutoTokenizer, TrainerState
+from transformers import AutoTokenizer, TrainerControl, TrainerState
 from trl import GRPOConfig
 
 from repro import metrics, prompts, rewards, tags
@@ -455,3 +456,33 @@ def test_held_out_questions_need_dev_questions_the_selection_does_not_use():
     none = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, heldout_questions=None))
     with pytest.raises(ValueError, match="train.heldout_questions is null"):
         heldout_rows(none)
+
+
+class CountingScorer:
+    """A trainer whose greedy dev scoring is counted (each call scores every row 0.5 on F1 of o_e)."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def score_greedy(self, rows):
+        self.calls += 1
+        return [types.SimpleNamespace(summary=lambda: {"f1_evidence": 0.5}) for _ in rows]
+
+
+@pytest.mark.parametrize("max_steps, score_single, scored", [
+    (1, False, 0),   # Table 3's one-step row: its only checkpoint has nothing to be selected against (D172)
+    (24, False, 1),  # two checkpoints (12, 24): the dev pass selects
+    (1, True, 1),    # the default, and length tuning, whose pair runs are scored by their dev value
+])
+def test_a_run_with_one_checkpoint_skips_its_dev_pass_only_when_asked(tmp_path, max_steps, score_single, scored):
+    from repro.train.callbacks import DevSelectionCallback
+
+    trainer = CountingScorer()
+    callback = DevSelectionCallback(trainer, [{"id": "q"}], "f1_evidence", tmp_path / "dev_eval.jsonl",
+                                    evaluate_initial=False, score_single_checkpoint=score_single)
+    state = TrainerState(max_steps=max_steps, global_step=max_steps)
+    callback.on_step_end(types.SimpleNamespace(save_steps=12), state, TrainerControl(should_save=True))
+    assert trainer.calls == scored
+    assert (state.best_metric, state.best_global_step) == ((0.5, max_steps) if scored else (None, None))
+    log = tmp_path / "dev_eval.jsonl"
+    assert (len(read_log(log)) if log.exists() and log.stat().st_size else 0) == scored

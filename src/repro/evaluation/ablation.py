@@ -52,7 +52,8 @@ def trained_run(cfg: Profile, subset: Sequence[str]) -> TrainRun:
     """Train (or resume, or reuse) the run of `subset`; the main run is only read, never trained here."""
     if is_main_run(cfg, subset):
         return main_run(cfg, f"the {subset_label(subset)} row of Table 3", "D165")
-    return train_extractor(cfg, ablation_run(cfg, subset).root, answer_subset=subset, max_steps=cfg.ablation.max_steps)
+    return train_extractor(cfg, ablation_run(cfg, subset).root, answer_subset=subset, max_steps=cfg.ablation.max_steps,
+                           score_single_checkpoint=False)  # a one-step row has nothing to select (D172)
 
 
 def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:

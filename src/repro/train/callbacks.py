@@ -36,14 +36,19 @@ class TrainLogCallback(TrainerCallback):
 
 class DevSelectionCallback(TrainerCallback):
     """Scores the policy on the dev rows before each checkpoint is saved (and the initial policy once, as
-    the reference row `checkpoint: null`), appends the means to `dev_eval.jsonl`, and tracks the best."""
+    the reference row `checkpoint: null`), appends the means to `dev_eval.jsonl`, and tracks the best.
 
-    def __init__(self, trainer, rows: Sequence[dict], metric: str, path, evaluate_initial: bool = True):
+    With `score_single_checkpoint` False, a run whose only checkpoint is its last (max_steps <= save_steps) skips
+    the pass: there is nothing to select, and the last step is exported, saying so (Table 3's one-step rows, D172)."""
+
+    def __init__(self, trainer, rows: Sequence[dict], metric: str, path, evaluate_initial: bool = True,
+                 score_single_checkpoint: bool = True):
         if not rows:
             raise ValueError("model selection needs at least one dev row")
         self.trainer, self.rows, self.metric = trainer, list(rows), metric
         self.log = StepLog(path)
         self.evaluate_initial = evaluate_initial
+        self.score_single_checkpoint = score_single_checkpoint
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:  # a run that starts afresh evaluates the initial policy again
@@ -52,8 +57,12 @@ class DevSelectionCallback(TrainerCallback):
             self._evaluate(state, checkpoint=None)
 
     def on_step_end(self, args, state, control, **kwargs):
-        if control.should_save:
-            self._evaluate(state, checkpoint=f"checkpoint-{state.global_step}")
+        if not control.should_save:
+            return
+        if not self.score_single_checkpoint and state.max_steps <= args.save_steps:
+            print(f"no dev pass: checkpoint-{state.global_step} is the run's only checkpoint", flush=True)
+            return
+        self._evaluate(state, checkpoint=f"checkpoint-{state.global_step}")
 
     def _evaluate(self, state, checkpoint: str | None) -> None:
         started = time.monotonic()

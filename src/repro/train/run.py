@@ -205,10 +205,12 @@ def _finished_state(checkpoint: str | None) -> TrainerState | None:
 
 def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_rows: Sequence[dict], *,
                   answer_subset: Sequence[str] | None = None, max_steps: int | None = None, progress: bool = True,
-                  callbacks: Sequence[TrainerCallback] = (), train_questions: dict | None = None) -> EviOmniTrainer:
+                  callbacks: Sequence[TrainerCallback] = (), train_questions: dict | None = None,
+                  score_single_checkpoint: bool = True) -> EviOmniTrainer:
     """The trainer of a run on `train_rows`, selecting on `dev_rows` (rows of repro.train.data); clears the run
     directory first if it holds a run of another configuration. `train_questions` (from
-    repro.train.data.training_rows: how many questions the filter of D149 dropped) goes into run_config.json."""
+    repro.train.data.training_rows: how many questions the filter of D149 dropped) goes into run_config.json.
+    `score_single_checkpoint` False: no dev pass when the last checkpoint is the only one (DevSelectionCallback)."""
     train, rewards_cfg = _train_config(cfg, max_steps), _rewards_config(cfg, answer_subset)
     model_path = starting_policy(cfg, progress=progress)
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
@@ -226,7 +228,8 @@ def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_r
         peft_config=peft_config(train.lora))
     trainer.add_callback(TrainLogCallback(run.train_log))
     trainer.add_callback(DevSelectionCallback(trainer, dev_rows, train.selection_metric, run.dev_log,
-                                              evaluate_initial=train.evaluate_initial))
+                                              evaluate_initial=train.evaluate_initial,
+                                              score_single_checkpoint=score_single_checkpoint))
     for callback in callbacks:
         trainer.add_callback(callback)
     return trainer
@@ -234,10 +237,12 @@ def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_r
 
 def fit(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_rows: Sequence[dict], *,
         answer_subset: Sequence[str] | None = None, max_steps: int | None = None, progress: bool = True,
-        callbacks: Sequence[TrainerCallback] = (), train_questions: dict | None = None) -> TrainRun:
+        callbacks: Sequence[TrainerCallback] = (), train_questions: dict | None = None,
+        score_single_checkpoint: bool = True) -> TrainRun:
     """Train (resuming from the run's last checkpoint if there is one) and export the selected extractor."""
     trainer = build_trainer(cfg, run, train_rows, dev_rows, answer_subset=answer_subset, max_steps=max_steps,
-                            progress=progress, callbacks=callbacks, train_questions=train_questions)
+                            progress=progress, callbacks=callbacks, train_questions=train_questions,
+                            score_single_checkpoint=score_single_checkpoint)
     checkpoint = last_checkpoint(run.checkpoints)
     state = _finished_state(checkpoint)
     if state is None:
@@ -250,7 +255,8 @@ def fit(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_rows: Seque
 
 
 def train_in_process(cfg: Profile, root: str | Path | None = None, *, answer_subset: Sequence[str] | None = None,
-                     max_steps: int | None = None, progress: bool = True) -> TrainRun:
+                     max_steps: int | None = None, progress: bool = True,
+                     score_single_checkpoint: bool = True) -> TrainRun:
     """Train on the profile's train split and select on its dev split, in this process."""
     train = _train_config(cfg, max_steps)
     tokenizer = AutoTokenizer.from_pretrained(resolve(cfg.models.extractor, cfg.name))
@@ -261,7 +267,7 @@ def train_in_process(cfg: Profile, root: str | Path | None = None, *, answer_sub
     dev_rows = split_rows(cfg, "dev", tokenizer, train.dev_max_questions)
     run = TrainRun(Path(root) if root is not None else layout.train_run_dir(cfg.name))
     return fit(cfg, run, rows, dev_rows, answer_subset=answer_subset, max_steps=max_steps, progress=progress,
-               train_questions=questions)
+               train_questions=questions, score_single_checkpoint=score_single_checkpoint)
 
 
 def write_profile(cfg: Profile, path: Path) -> None:
@@ -272,31 +278,37 @@ def write_profile(cfg: Profile, path: Path) -> None:
 
 
 def cli_args(cfg: Profile, root: Path, params: Path, answer_subset: Sequence[str] | None,
-             max_steps: int | None) -> list[str]:
+             max_steps: int | None, score_single_checkpoint: bool = True) -> list[str]:
     args = ["--params", str(params), "--profile", cfg.name, "--run-dir", str(root)]
     if answer_subset is not None:
         args += ["--answer-subset", ",".join(answer_subset)]
     if max_steps is not None:
         args += ["--max-steps", str(max_steps)]
+    if not score_single_checkpoint:
+        args += ["--no-single-checkpoint-dev-pass"]
     return args
 
 
 def train_extractor(cfg: Profile, root: str | Path | None = None, *, answer_subset: Sequence[str] | None = None,
-                    max_steps: int | None = None, accelerate_config: str | None = None) -> TrainRun:
-    """Train the extractor of `cfg` (the Table 3 ablation passes `answer_subset`); returns the run.
+                    max_steps: int | None = None, accelerate_config: str | None = None,
+                    score_single_checkpoint: bool = True) -> TrainRun:
+    """Train the extractor of `cfg` (the Table 3 ablation passes `answer_subset`); returns the run. With
+    `score_single_checkpoint` False, a run with one checkpoint has no dev pass (nothing to select; D172).
 
     Runs in this process, or under `accelerate launch --config_file <accelerate_config>` (default:
     `train.accelerate_config` of the profile) for multi-process training."""
     accelerate_config = accelerate_config or _train_config(cfg, max_steps).accelerate_config
     root = Path(root) if root is not None else layout.train_run_dir(cfg.name)
     if accelerate_config is None:
-        return train_in_process(cfg, root, answer_subset=answer_subset, max_steps=max_steps)
+        return train_in_process(cfg, root, answer_subset=answer_subset, max_steps=max_steps,
+                                score_single_checkpoint=score_single_checkpoint)
     starting_policy(cfg)  # the format warm-up, if any, runs once, before any worker process starts
     root.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
         params = Path(tmp) / "params.yaml"
         write_profile(cfg, params)
         command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_config),
-                   "-m", "repro.train", *cli_args(cfg, root, params, answer_subset, max_steps)]
+                   "-m", "repro.train", *cli_args(cfg, root, params, answer_subset, max_steps,
+                                                  score_single_checkpoint)]
         subprocess.run(command, check=True)
     return TrainRun(root)
