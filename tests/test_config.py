@@ -155,10 +155,11 @@ def test_the_rollout_model_is_validated_with_its_key(keys, message):
 def test_cpu_study_is_tiny_with_its_time_moved_to_grpo_steps_and_table_2_questions():
     tiny, study = load_profile("tiny"), load_profile("cpu-study")
     for section in ("models", "rewards", "data", "retrieval", "noise", "filco", "seer", "baselines",
-                    "latency", "ablation", "reward_designs", "distractor", "noise_robustness", "ar_study"):
+                    "ablation", "reward_designs", "distractor", "noise_robustness", "ar_study"):
         assert getattr(study, section) == getattr(tiny, section), section
     # the QA generator of the reported run (docs/cpu-study.md), before tiny's was cut (D173)
     assert study.qa_generator == dataclasses.replace(tiny.qa_generator, max_steps=24)
+    assert study.latency == dataclasses.replace(tiny.latency, repetitions=2)  # tiny's was cut too (D174)
     # the held-out engine: the reported run's transformers, fixed when tiny moved to vLLM (D171)
     changed = {"max_steps", "save_steps", "dev_max_questions", "heldout_questions", "heldout_backend", "heldout_options"}
     assert {k: v for k, v in vars(study.train).items() if k not in changed} == \
