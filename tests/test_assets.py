@@ -4,6 +4,7 @@ import dataclasses
 
 import pytest
 import torch
+import transformers
 from safetensors.torch import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -73,6 +74,32 @@ def test_tiny_random_llama_is_deterministic_and_has_the_real_tokenizer(tmp_path)
     prompt = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
     assert prompt.startswith("<|im_start|>") and prompt.endswith("<|im_start|>assistant\n")
     assert sum(p.numel() for p in model.parameters()) < 5_000_000
+
+
+def test_the_converted_tokenizer_is_cached_by_gguf_and_version_and_a_damaged_copy_converted_again(tmp_path,
+                                                                                                monkeypatch):
+    conversions = []
+
+    def convert(gguf):  # stands in for the 10-15 s conversion, to count the calls: MiniLM's tokenizer
+        conversions.append(gguf)
+        return AutoTokenizer.from_pretrained(assets.MINILM_WEIGHTS.verified().parent)
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(assets, "_convert_smollm2_tokenizer", convert)
+    load = assets._load_smollm2_tokenizer
+    try:
+        for _ in range(2):  # two processes, as far as the cache can tell
+            load.cache_clear()
+            assert load().vocab_size == 30522
+        (cached,) = (tmp_path / "repro").iterdir()
+        assert len(conversions) == 1 and cached.name == (f"smollm2-tokenizer-{assets.SMOLLM2_GGUF.sha256[:16]}"
+                                                         f"-transformers-{transformers.__version__}")
+        with open(cached / "tokenizer.json", "a") as f:  # still loadable, but not the file that was converted
+            f.write(" ")
+        load.cache_clear()
+        assert load().vocab_size == 30522 and len(conversions) == 2
+    finally:
+        load.cache_clear()  # the other tests load SmolLM2's
 
 
 @pytest.mark.slow

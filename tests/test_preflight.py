@@ -116,9 +116,12 @@ def test_the_longest_prompt_is_measured_with_the_chat_template(tmp_path, monkeyp
 # --- GPUs ---
 
 
-def test_cpu_profiles_ask_nothing_of_the_gpus():
-    assert preflight.gpu_errors(load_profile("tiny"), []) == []
-    assert preflight.gpu_errors(load_profile("ci"), []) == []
+def test_cpu_profiles_ask_nothing_of_the_gpus_and_do_not_look(monkeypatch):
+    def look():  # imports torch: seconds of every stage's preflight on a CPU
+        raise AssertionError("a CPU profile's preflight counted the GPUs")
+
+    monkeypatch.setattr(preflight, "visible_gpus", look)
+    assert preflight.gpu_errors(load_profile("tiny")) == preflight.gpu_errors(load_profile("ci")) == []
 
 
 def test_a_vllm_backend_asks_for_gpus_only_from_vllms_cuda_build(monkeypatch):

@@ -15,6 +15,8 @@ import dataclasses
 import functools
 import hashlib
 import importlib.util
+import json
+import os
 import re
 import shutil
 from collections.abc import Callable, Iterator
@@ -99,17 +101,57 @@ GGUF_SPECIAL_TOKENS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id",
                        "pad_token": "padding_token_id"}
 
 
+def cache_root() -> Path:
+    """This user's cache of what is derived from the embedded packages: $XDG_CACHE_HOME/repro (~/.cache/repro)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repro"
+
+
 @functools.cache
 def _load_smollm2_tokenizer():
     """SmolLM2's tokenizer from its GGUF, special tokens as the GGUF header declares them.
 
-    transformers 5.17 reads the header's eos id as the bos token (`<|im_start|>`), so the ids are set here from
-    `tokenizer.ggml.*_token_id` (eos = `<|im_end|>`, pad = `<|im_end|>`) whatever the loader's version does.
+    Converting the GGUF's vocabulary takes 10-15 s, so the converted tokenizer is kept in `cache_root()` under the
+    GGUF's sha256 and the converting transformers version, with the sha256 of each of its files; every process
+    loads that copy, and a copy whose files no longer match is converted again (D176).
     """
-    from gguf import GGUFReader
+    import transformers
     from transformers import AutoTokenizer
 
     gguf = SMOLLM2_GGUF.verified()
+    cached = cache_root() / f"smollm2-tokenizer-{SMOLLM2_GGUF.sha256[:16]}-transformers-{transformers.__version__}"
+    if cached.is_dir() and not _intact(cached):
+        shutil.rmtree(cached)
+    if not cached.is_dir():
+        try:
+            with atomic_dir(cached) as tmp:
+                _convert_smollm2_tokenizer(gguf).save_pretrained(tmp)
+                digests = {f.name: sha256_file(f) for f in sorted(tmp.iterdir())}
+                (tmp / CACHE_MANIFEST).write_text(json.dumps(digests, indent=1) + "\n")
+        except OSError:
+            if not cached.is_dir():  # not another process's copy finished first
+                raise
+    return AutoTokenizer.from_pretrained(cached)
+
+
+CACHE_MANIFEST = "sha256.json"
+
+
+def _intact(directory: Path) -> bool:
+    """Whether every file `directory`'s manifest lists is there with its sha256, and nothing else."""
+    try:
+        digests = json.loads((directory / CACHE_MANIFEST).read_text())
+    except (OSError, ValueError):
+        return False
+    files = {f.name for f in directory.iterdir()} - {CACHE_MANIFEST}
+    return files == set(digests) and all(sha256_file(directory / name) == d for name, d in digests.items())
+
+
+def _convert_smollm2_tokenizer(gguf: Path):
+    """transformers 5.17 reads the header's eos id as the bos token (`<|im_start|>`), so the ids are set here from
+    `tokenizer.ggml.*_token_id` (eos = `<|im_end|>`, pad = `<|im_end|>`) whatever the loader's version does."""
+    from gguf import GGUFReader
+    from transformers import AutoTokenizer
+
     tok = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     fields = GGUFReader(gguf).fields
     for attribute, key in GGUF_SPECIAL_TOKENS.items():

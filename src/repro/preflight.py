@@ -171,10 +171,10 @@ def vllm_is_cpu_build() -> bool:
     return True
 
 
-def gpu_errors(cfg: Profile, gpus: list[Gpu]) -> list[str]:
-    """What the profile asks of the GPUs against `gpus`; [] for a profile that asks for none. A vLLM backend asks
-    for GPUs unless vLLM's CPU build is installed; engine options with a GPU share or a tensor-parallel size always
-    do."""
+def gpu_errors(cfg: Profile, gpus: list[Gpu] | None = None) -> list[str]:
+    """What the profile asks of the GPUs against `gpus` (default: the visible ones); [] for a profile that asks for
+    none, without importing torch to look. A vLLM backend asks for GPUs unless vLLM's CPU build is installed; engine
+    options with a GPU share or a tensor-parallel size always do."""
     processes, found = accelerate_processes(cfg), engines(cfg)
     gpu_engines = [key for key, _, options in found if any(k in options for k in GPU_KEYS)]
     vllm_backends = [] if vllm_is_cpu_build() else [
@@ -183,6 +183,7 @@ def gpu_errors(cfg: Profile, gpus: list[Gpu]) -> list[str]:
     if not (processes or gpu_engines or vllm_backends):
         return []
     root = f"params.yaml: profiles.{cfg.name}"
+    gpus = visible_gpus() if gpus is None else gpus
     if not gpus:
         first = (f"{root}.train.accelerate_config" if processes else (gpu_engines + vllm_backends)[0])
         return [f"{first}: this profile runs on GPUs and none is visible (CUDA_VISIBLE_DEVICES, drivers)"]
@@ -247,7 +248,7 @@ def context_errors(cfg: Profile, prompt_tokens: int | None) -> list[str]:
 
 def check(cfg: Profile, stage: str | None = None, gpus: list[Gpu] | None = None) -> list[str]:
     """Every problem found, one line each; the context check runs for the GRPO stages (or no stage given)."""
-    errors = asset_errors(cfg) + gpu_errors(cfg, visible_gpus() if gpus is None else gpus)
+    errors = asset_errors(cfg) + gpu_errors(cfg, gpus)
     if stage is None or stage in CONTEXT_STAGES:
         needs_engine = cfg.train and cfg.train.use_vllm and cfg.train.vllm_max_model_length
         errors += context_errors(cfg, longest_prompt_tokens(cfg) if needs_engine and not errors else None)
