@@ -101,6 +101,9 @@ GGUF_SPECIAL_TOKENS = {"bos_token": "bos_token_id", "eos_token": "eos_token_id",
                        "pad_token": "padding_token_id"}
 
 
+CACHE_MANIFEST = "sha256.json"  # in a cached directory: the sha256 of each of its other files
+
+
 def cache_root() -> Path:
     """This user's cache of what is derived from the embedded packages: $XDG_CACHE_HOME/repro (~/.cache/repro)."""
     return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "repro"
@@ -132,8 +135,6 @@ def _load_smollm2_tokenizer():
                 raise
     return AutoTokenizer.from_pretrained(cached)
 
-
-CACHE_MANIFEST = "sha256.json"
 
 
 def _intact(directory: Path) -> bool:
