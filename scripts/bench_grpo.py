@@ -66,7 +66,8 @@ from repro.io import write_json
 from repro.train import fused_head
 from repro.train.callbacks import DevSelectionCallback
 from repro.train.data import split_rows
-from repro.train.run import TrainRun, build_trainer
+from repro.train.logs import TrainRun
+from repro.train.run import build_trainer
 
 LORA = PolicyLoRAConfig(rank=16, alpha=32, target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
                                                             "up_proj", "down_proj"])

@@ -14,7 +14,7 @@ from repro.evaluation import ablation
 from repro.evaluation.ablation import compare_subsets, subset_label, subset_name, summarize_ablation, table3
 from repro.io import write_jsonl
 from repro.paper import load_paper_tables
-from repro.train.run import TrainRun
+from repro.train.logs import TrainRun
 
 ALL = "Evidence+Rationale+Full Ctx"
 REFERENCE = ("evidence", "rationale", "full")

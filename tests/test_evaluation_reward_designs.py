@@ -50,7 +50,7 @@ def test_each_row_has_its_run_directory_and_per_item_files():
 
 
 def test_the_row_that_repeats_the_main_run_reuses_it(tmp_path, monkeypatch):
-    cfg = load_profile("ci")  # rows eviomni, evinote, arena_k2 at the main run's budget (max_steps null)
+    cfg, tiny = load_profile("ci"), load_profile("tiny")  # ci's rows are at the main run's budget (max_steps null)
     assert [is_main_design_run(cfg, row) for row in ("eviomni", "eviomni_k3", "eviomni_k2", "evinote")] == [
         True, True, False, False]  # k3 is the profile's estimator; k2 and another design train runs of their own
     one_step = dataclasses.replace(cfg, reward_designs=dataclasses.replace(cfg.reward_designs, max_steps=1))
@@ -64,6 +64,12 @@ def test_the_row_that_repeats_the_main_run_reuses_it(tmp_path, monkeypatch):
         rd.trained_design_run(cfg, "eviomni")
     (tmp_path / layout.train_run_dir("ci") / "extractor").mkdir(parents=True)
     assert rd.trained_design_run(cfg, "eviomni").root == layout.train_run_dir("ci")  # read, not trained
+    trained = []
+    monkeypatch.setattr(rd, "train_extractor",
+                        lambda run_cfg, root, **kwargs: trained.append((run_cfg.rewards.design, root, kwargs)))
+    rd.trained_design_run(tiny, "eviomni")  # tiny's one-step rows: each trains its own
+    assert trained == [("eviomni", Path("data/tiny/train/reward_designs/eviomni"),
+                        {"max_steps": 1, "score_single_checkpoint": False})]  # one checkpoint: no dev pass (D177)
 
 
 def test_what_an_items_evidence_holds_by_hand():

@@ -27,7 +27,8 @@ from repro.train.data import answerable_rows, training_rows
 from repro.train.recall_check import recall_items
 from repro.train.reward import EviOmniReward, score_rollout
 from repro.train.rollout import answer_contexts, parse_rollout
-from repro.train.run import TrainRun, _export_selected, selected_step
+from repro.train.logs import TrainRun
+from repro.train.run import _export_selected, selected_step
 
 QUESTION = "Who designed the Eiffel Tower?"
 PASSAGES = prompts.format_passages([{"title": "Eiffel Tower", "text": "PASSAGE-FACT Gustave Eiffel's company."},

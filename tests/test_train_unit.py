@@ -29,7 +29,8 @@ from repro.train.heldout import compare_policies, heldout_rows
 from repro.train.recall_check import compare_recall, recall_items
 from repro.train.reward import EviOmniReward, score_rollout
 from repro.train.rollout import answer_contexts, masked_targets, parse_rollout
-from repro.train.run import TrainRun, _prepare_run_dir, grpo_args
+from repro.train.logs import TrainRun
+from repro.train.run import _prepare_run_dir, grpo_args
 from repro.train.trainer import (
     KL_ESTIMATORS,
     ROLLOUT_MODELS,

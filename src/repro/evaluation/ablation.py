@@ -23,7 +23,8 @@ from repro.data import layout
 from repro.evaluation.records import read_records
 from repro.evaluation.tables import summarize
 from repro.evaluation.trained_extractors import compare_with_reference, evaluate_extractors, main_run
-from repro.train.run import TrainRun, train_extractor
+from repro.train.logs import TrainRun
+from repro.train.run import train_extractor
 
 STUDY = "ablation_answer_rewards"
 ANSWER_LABELS = {"rationale": "Rationale", "evidence": "Evidence", "full": "Full Ctx"}  # the paper's row names

@@ -21,9 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 
-import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
-
 from repro.assets import resolve
 from repro.config import Profile
 from repro.data import layout
@@ -31,8 +28,8 @@ from repro.evaluation.answering import Answerer, qa_adapter
 from repro.evaluation.refiners import ChainOfThought, ClosedBook, FullPassages, RationalExtractor, Refiner
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
-from repro.generation.transformers_backend import resolve_dtype
 from repro.io import model_fingerprint
+from repro.train.logs import TrainRun
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,8 +62,6 @@ def extractor_model(key: str, cfg: Profile) -> str:
     if key in ("cot", "prompted_extractor"):
         return resolve(cfg.models.extractor, cfg.name)
     if key == "eviomni":
-        from repro.train.run import TrainRun
-
         extractor = TrainRun(layout.train_run_dir(cfg.name)).extractor
         if not extractor.is_dir():
             raise FileNotFoundError(f"{extractor}: no trained extractor yet; run the GRPO training stage, or set "
@@ -85,7 +80,11 @@ def build_baseline(key: str, cfg: Profile) -> Refiner:
     if cfg.baselines is None:
         raise ValueError(f"profile {cfg.name} has no baselines section")
     if key == "selective_context":
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
         from repro.baselines.selective_context import SelectiveContext, load_phrase_parser
+        from repro.generation.transformers_backend import resolve_dtype
 
         settings = cfg.baselines.selective_context
         model = resolve(settings.model, cfg.name)

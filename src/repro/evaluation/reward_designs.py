@@ -39,7 +39,8 @@ from repro.evaluation.trained_extractors import compare_with_reference, evaluate
 from repro.io import fingerprint, model_fingerprint, write_json
 from repro.nli import NLIScorer
 from repro.train.data import gold_passages
-from repro.train.run import TrainRun, train_extractor
+from repro.train.logs import TrainRun
+from repro.train.run import train_extractor
 
 STUDY = "reward_designs"
 REFERENCE = "eviomni"  # every row is compared with EviOmni's reward (Eq. 5)
@@ -70,7 +71,8 @@ def trained_design_run(cfg: Profile, row: str) -> TrainRun:
     """Train (or resume, or reuse) the run of `row`; the main run is only read, never trained here."""
     if is_main_design_run(cfg, row):
         return main_run(cfg, f"the {row} row of the reward-design study", "D170")
-    return train_extractor(design_profile(cfg, row), design_run(cfg, row).root, max_steps=cfg.reward_designs.max_steps)
+    return train_extractor(design_profile(cfg, row), design_run(cfg, row).root, max_steps=cfg.reward_designs.max_steps,
+                           score_single_checkpoint=False)  # a one-step row has nothing to select (D172, D177)
 
 
 def evidence_scores_path(cfg: Profile, dataset: str, row: str) -> Path:

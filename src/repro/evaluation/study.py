@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 
 import pandas as pd
-from transformers import AutoTokenizer
 
 from repro.assets import resolve
 from repro.config import EvaluationConfig, Profile
@@ -42,6 +41,8 @@ def evaluation_rows(cfg: Profile, dataset: str, split: str, max_questions: int |
 
 def length_tokenizer(cfg: Profile):
     """The extractor's tokenizer, in which every length and CR is counted (D13)."""
+    from transformers import AutoTokenizer  # here: a study that only reads its files does not import transformers
+
     return AutoTokenizer.from_pretrained(resolve(cfg.models.extractor, cfg.name))
 
 

@@ -20,7 +20,7 @@ from repro.config import AblationConfig, Profile, RewardDesignsConfig
 from repro.data import layout
 from repro.evaluation.refiners import RationalExtractor
 from repro.evaluation.study import Study, evaluation_rows, with_evaluation_settings
-from repro.train.run import TrainRun
+from repro.train.logs import TrainRun
 
 TEST_COLUMNS = ("dataset", "reference", "metric", "test", "n", "effect", "ci_low", "ci_high", "p_value", "p_holm")
 

@@ -8,7 +8,7 @@
 - `recall_check` the starting policy's evidence answer-recall against a random-sentence extractor (D141)
 - `heldout`    held-out dev questions: a policy scored like a dev checkpoint; trained vs starting policy (D151)
 - `callbacks`  per-step log and model selection on the dev split
-- `logs`       the log files (`train_log.jsonl`, `dev_eval.jsonl`) and their reader
+- `logs`       `TrainRun` (a run directory's paths), the log files (`train_log.jsonl`, `dev_eval.jsonl`), their reader
 - `run`        `train_extractor(cfg)`: one call per training run (resumable), exported selected extractor
 - `length_tuning` the optional stage that picks τ and γ on a dev grid, one short run per pair (D150)
 
@@ -18,7 +18,7 @@ does not load torch and TRL.
 
 from importlib import import_module
 
-_EXPORTS = {"TrainRun": "run", "fit": "run", "train_extractor": "run", "train_in_process": "run", "read_log": "logs"}
+_EXPORTS = {"TrainRun": "logs", "fit": "run", "train_extractor": "run", "train_in_process": "run", "read_log": "logs"}
 __all__ = sorted(_EXPORTS)
 
 

@@ -34,11 +34,10 @@ from pathlib import Path
 from repro.config import Profile, load_profile
 from repro.data import layout
 from repro.io import fingerprint, read_json, write_json
-from repro.train.logs import StepLog
+from repro.train.logs import StepLog, TrainRun
 
 SELECTION = "selection.json"
 RESULT = "result.json"
-DEV_LOG = "dev_eval.jsonl"  # TrainRun.dev_log; repro.train.run is imported only to train (it loads torch)
 
 
 def tuning_dir(profile: str) -> Path:
@@ -106,7 +105,7 @@ def tune_point(cfg: Profile, tau: float, gamma: float, root: Path, train: Traine
     if not (result_file.exists() and read_json(result_file).get("key") == key):
         result_file.unlink(missing_ok=True)
         trained = train(point_cfg, run_dir, max_steps=tuning.max_steps)
-    best = best_dev_score(StepLog(run_dir / DEV_LOG).rows(), metric)
+    best = best_dev_score(StepLog(TrainRun(run_dir).dev_log).rows(), metric)
     result = {"tau": tau, "gamma": gamma, "metric": metric, "value": best[0] if best else None,
               "step": best[1] if best else None, "key": key}
     write_json(result_file, result)

@@ -1,4 +1,4 @@
-"""The per-step files of a training run, read by the notebooks.
+"""The files of a training run (`TrainRun`) and its per-step logs, read by the notebooks.
 
 `train_log.jsonl` has one row per optimisation step:
 
@@ -22,6 +22,7 @@ an error naming file and line, never a reason to drop the rows after it (D101).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -38,6 +39,41 @@ TRL_COLUMNS = {  # key in TRL's logs -> column of train_log.jsonl
 }
 EVIOMNI_PREFIX = "eviomni/"
 REPAIR_HINT = "restore the line (train_log rows are also in the log_history of each checkpoint's trainer_state.json)"
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainRun:
+    """The files of one run directory (the layout is in repro.train.run's docstring); paths only, so that reading a
+    finished run loads neither torch nor TRL."""
+
+    root: Path
+
+    @property
+    def checkpoints(self) -> Path:
+        return self.root / "checkpoints"
+
+    @property
+    def extractor(self) -> Path:
+        return self.root / "extractor"
+
+    @property
+    def train_log(self) -> Path:
+        return self.root / "train_log.jsonl"
+
+    @property
+    def dev_log(self) -> Path:
+        return self.root / "dev_eval.jsonl"
+
+    @property
+    def selection_file(self) -> Path:
+        return self.root / "selection.json"
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "run_config.json"
+
+    def selection(self) -> dict:
+        return json.loads(self.selection_file.read_text(encoding="utf-8"))
 
 
 def train_log_row(logs: dict, step: int, wall_time: float) -> dict:

@@ -49,6 +49,7 @@ from repro.rewards import REWARD_DESIGNS
 from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
 from repro.train.checkpoints import TRAINER_STATE, last_checkpoint, recorded_fingerprint
 from repro.train.data import split_rows, training_rows
+from repro.train.logs import TrainRun
 from repro.train.lora_policy import merged_model, peft_config
 from repro.train.reward import EviOmniReward
 from repro.train.trainer import EviOmniTrainer
@@ -56,40 +57,6 @@ from repro.train.warmup import starting_policy
 
 RUN_STATE_FILES = {"optimizer.pt", "scheduler.pt", "scaler.pt", TRAINER_STATE, "training_args.bin"}
 ADAPTER_FILES = {"adapter_config.json", "adapter_model.safetensors", "README.md"}  # what peft saves of a LoRA policy
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainRun:
-    """The files of one run directory (see the module docstring)."""
-
-    root: Path
-
-    @property
-    def checkpoints(self) -> Path:
-        return self.root / "checkpoints"
-
-    @property
-    def extractor(self) -> Path:
-        return self.root / "extractor"
-
-    @property
-    def train_log(self) -> Path:
-        return self.root / "train_log.jsonl"
-
-    @property
-    def dev_log(self) -> Path:
-        return self.root / "dev_eval.jsonl"
-
-    @property
-    def selection_file(self) -> Path:
-        return self.root / "selection.json"
-
-    @property
-    def config_file(self) -> Path:
-        return self.root / "run_config.json"
-
-    def selection(self) -> dict:
-        return json.loads(self.selection_file.read_text(encoding="utf-8"))
 
 
 def _train_config(cfg: Profile, max_steps: int | None) -> TrainConfig:
