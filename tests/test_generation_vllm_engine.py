@@ -3,14 +3,14 @@
 Each engine starts once per module (about 15-25 s on the reference machine, eager mode). The `ci` model runs in
 float32, where vLLM's and transformers' kernels agree token for token on these prompts; SmolLM2 runs in float32
 too, for the same reason: in bf16 the two engines' kernels round differently and greedy texts part at near-ties
-(scripts/bench_generation.py reports the agreement rate in bf16). The OpenAI-compatible mode is `vllm serve`
-on 127.0.0.1, driven by the project's `openai` backend.
+(scripts/bench_generation.py reports the agreement rate in bf16). The OpenAI-compatible mode is `vllm serve` of
+SmolLM2 on 127.0.0.1 (the server the trainer's tests use too, conftest's `smollm2_server`), driven by the project's
+`openai` backend.
 """
 
 import psutil
 import pytest
 from conftest import VLLM_KV_CACHE_BYTES as KV_CACHE_BYTES
-from conftest import vllm_server as serve_vllm
 
 from repro.generation import GenerationParams, make_generator
 from repro.generation.openai_client import OpenAIClientGenerator
@@ -126,19 +126,13 @@ def test_smollm2_through_the_pool_equals_transformers_and_release_ends_its_one_e
                 generator.generate(prompts[:1])
 
 
-@pytest.fixture(scope="module")
-def vllm_server(tiny_llama_dir):
-    """`vllm serve` on 127.0.0.1 with the ci model, as a user would start it."""
-    with serve_vllm(tiny_llama_dir, "ci", "--max-model-len", "1024") as url:
-        yield f"{url}/v1"
-
-
-def test_the_openai_backend_drives_vllm_serve_like_the_offline_engine(vllm_server, ci_engine):
-    client = OpenAIClientGenerator("ci", base_url=vllm_server, max_workers=2, progress=False)
+def test_the_openai_backend_drives_vllm_serve_like_the_transformers_backend(smollm2_server, smollm2_dir):
+    client = OpenAIClientGenerator(str(smollm2_dir), base_url=f"{smollm2_server}/v1", max_workers=2, progress=False)
+    reference = TransformersGenerator(str(smollm2_dir), dtype="float32", progress=False)
     params = GenerationParams(max_new_tokens=16)
-    offline = ci_engine.generate(PROMPTS, params)
-    assert client.generate(PROMPTS, params) == offline
-    stopped = GenerationParams(max_new_tokens=16, stop=(stop_cutting_one_row(offline)[1],))
-    assert client.generate(PROMPTS, stopped) == ci_engine.generate(PROMPTS, stopped)
+    greedy = reference.generate(PROMPTS, params)
+    assert client.generate(PROMPTS, params) == greedy  # chat messages and plain-text prompts
+    stopped = GenerationParams(max_new_tokens=16, stop=(stop_cutting_one_row(greedy)[1],))
+    assert client.generate(PROMPTS, stopped) == reference.generate(PROMPTS, stopped)
     sampled = GenerationParams(max_new_tokens=8, do_sample=True, n=2, seed=3)
     assert client.generate(PROMPTS[:1], sampled) == client.generate(PROMPTS[:1], sampled)

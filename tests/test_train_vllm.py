@@ -26,7 +26,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from conftest import ROOT, vllm_server
+from conftest import ROOT
 from transformers import AutoTokenizer
 from trl.generation import vllm_generation
 from trl.generation.vllm_client import VLLMClient
@@ -77,12 +77,6 @@ def trainer_for(cfg, root):
 
 
 @pytest.fixture(scope="module")
-def policy_server(smollm2_dir):
-    with vllm_server(smollm2_dir, str(smollm2_dir), "--max-model-len", "2048") as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
 def reference(smollm2_dir, tmp_path_factory):
     """The same trainer on TRL's transformers path: greedy answers, float32."""
     trainer = trainer_for(ci_cfg(smollm2_dir), tmp_path_factory.mktemp("transformers"))
@@ -91,7 +85,7 @@ def reference(smollm2_dir, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def server_trainer(smollm2_dir, policy_server, tmp_path_factory):
+def server_trainer(smollm2_dir, smollm2_server, tmp_path_factory):
     """EviOmniTrainer with use_vllm in server mode; yields (trainer, requests to the server, steps of the syncs)."""
     requests, syncs = [], []
     generate = VLLMClient.generate
@@ -103,12 +97,12 @@ def server_trainer(smollm2_dir, policy_server, tmp_path_factory):
     def recorded_sync(engine):
         syncs.append(trainer.state.global_step)
 
-    cfg = ci_cfg(smollm2_dir, use_vllm=True, vllm_mode="server", vllm_server_base_url=policy_server)
+    cfg = ci_cfg(smollm2_dir, use_vllm=True, vllm_mode="server", vllm_server_base_url=smollm2_server)
     with (mock.patch.object(VLLMClient, "init_communicator", lambda client, device=0: None),
           mock.patch.object(VLLMClient, "generate", recorded_generate),
           mock.patch.object(VLLMGeneration, "sync_weights", recorded_sync)):
         trainer = trainer_for(cfg, tmp_path_factory.mktemp("server"))
-        assert trainer.use_vllm and trainer.vllm_generation.vllm_client.base_url == policy_server
+        assert trainer.use_vllm and trainer.vllm_generation.vllm_client.base_url == smollm2_server
         yield trainer, requests, syncs
 
 
