@@ -5,8 +5,11 @@ PYTHON    ?= python3
 PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 PYTEST_ARGS ?=
-# pytest-xdist workers: the `ci` pipeline test runs on one while the rest of the suite runs on the others (D120)
+# pytest-xdist workers: the `ci` pipeline test runs on one while the rest of the suite runs on the others (D120);
+# the tests go to the next free worker a few at a time, in collection order (the pipeline first), and the tests
+# of one xdist_group go together, sharing their session fixtures (a vLLM server; D178)
 PYTEST_WORKERS ?= auto
+PYTEST_DIST ?= --dist loadgroup --no-loadscope-reorder
 
 # Everything runs offline: the embedded default needs no hub. Override for paper profiles on a
 # machine that can download weights, e.g. `make repro HF_HUB_OFFLINE=0 TRANSFORMERS_OFFLINE=0`.
@@ -40,7 +43,7 @@ repro: $(STAMP)
 
 ## test: run the test suite on every core; "no tests collected" (pytest exit 5) fails like any other error (D108)
 test: $(STAMP)
-	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_DIST) $(PYTEST_ARGS)
 
 ## lab: open the notebooks in JupyterLab (kernel = this venv)
 lab: $(STAMP)

@@ -87,11 +87,14 @@ def vllm_server(model: Path | str, served_name: str, *args: str, startup: float 
             server.kill()
 
 
+SMOLLM2_SERVER = "smollm2_server"  # the xdist group of the tests on `smollm2_server`
+
+
 @pytest.fixture(scope="session")
 def smollm2_server(smollm2_dir):
-    """One `vllm serve` of SmolLM2 per worker (served as its directory's path, contexts up to 2048 tokens), for the
-    trainer's server mode and the OpenAI backend: it starts once, not once per module (about 45 s on the reference
-    machine)."""
+    """One `vllm serve` of SmolLM2 (served as its directory's path, contexts up to 2048 tokens) for the trainer's
+    server mode and the OpenAI backend. Its tests are marked `pytest.mark.xdist_group(SMOLLM2_SERVER)`, which
+    `make test`'s `--dist loadgroup` runs on one worker, so that the server starts once (about 45 s here)."""
     with vllm_server(smollm2_dir, str(smollm2_dir), "--max-model-len", "2048") as url:
         yield url
 

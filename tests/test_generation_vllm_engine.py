@@ -10,6 +10,7 @@ SmolLM2 on 127.0.0.1 (the server the trainer's tests use too, conftest's `smollm
 
 import psutil
 import pytest
+from conftest import SMOLLM2_SERVER
 from conftest import VLLM_KV_CACHE_BYTES as KV_CACHE_BYTES
 
 from repro.generation import GenerationParams, make_generator
@@ -126,6 +127,7 @@ def test_smollm2_through_the_pool_equals_transformers_and_release_ends_its_one_e
                 generator.generate(prompts[:1])
 
 
+@pytest.mark.xdist_group(SMOLLM2_SERVER)
 def test_the_openai_backend_drives_vllm_serve_like_the_transformers_backend(smollm2_server, smollm2_dir):
     client = OpenAIClientGenerator(str(smollm2_dir), base_url=f"{smollm2_server}/v1", max_workers=2, progress=False)
     reference = TransformersGenerator(str(smollm2_dir), dtype="float32", progress=False)

@@ -26,7 +26,7 @@ from pathlib import Path
 from unittest import mock
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, SMOLLM2_SERVER
 from transformers import AutoTokenizer
 from trl.generation import vllm_generation
 from trl.generation.vllm_client import VLLMClient
@@ -38,7 +38,8 @@ from repro.train.data import extraction_rows
 from repro.train.rollout import MASKED_TARGETS, answer_contexts, parse_rollout
 from repro.train.run import build_trainer
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(600)]  # a server, an engine, SmolLM2
+pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(600),  # a server, an engine, SmolLM2
+              pytest.mark.xdist_group(SMOLLM2_SERVER)]  # one worker: one server, one transformers reference
 
 TOWNS = ("Vell", "Orm", "Tarnby")
 ROLLOUTS = [
