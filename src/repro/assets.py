@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from repro.config import Profile, load_profile
-from repro.io import atomic_dir
+from repro.io import atomic_dir, write_json
 
 EMBEDDED_PREFIX = "embedded:"
 DATA_DIR = Path("data")
@@ -129,12 +129,11 @@ def _load_smollm2_tokenizer():
             with atomic_dir(cached) as tmp:
                 _convert_smollm2_tokenizer(gguf).save_pretrained(tmp)
                 digests = {f.name: sha256_file(f) for f in sorted(tmp.iterdir())}
-                (tmp / CACHE_MANIFEST).write_text(json.dumps(digests, indent=1) + "\n")
+                write_json(tmp / CACHE_MANIFEST, digests)
         except OSError:
             if not cached.is_dir():  # not another process's copy finished first
                 raise
     return AutoTokenizer.from_pretrained(cached)
-
 
 
 def _intact(directory: Path) -> bool:
