@@ -3,6 +3,7 @@ Figure 2's overlap categories and Table 1's McNemar test; then the whole study o
 directory (heuristic teacher, the tiny random Llama as student)."""
 
 import dataclasses
+import json
 import re
 
 import pandas as pd
@@ -300,6 +301,10 @@ def _write_contexts(cfg, dataset: str, split: str, rows: list[dict]) -> None:
 @pytest.mark.slow
 def test_the_study_runs_on_the_ci_profile_and_reruns_from_its_files(tmp_path, monkeypatch, tiny_llama_dir):
     cfg = load_profile("ci", ROOT / "params.yaml")
+    # both runs in one launch of one worker process (two gloo processes: tests/test_sft.py and the ci pipeline)
+    launcher = str(ROOT / "configs/accelerate/cpu-1proc.yaml")
+    one_process = dataclasses.replace(cfg.ar_study.sft, accelerate_config=launcher)
+    cfg = dataclasses.replace(cfg, ar_study=dataclasses.replace(cfg.ar_study, sft=one_process))
     monkeypatch.chdir(tmp_path)
     assets = tmp_path / "data" / "ci" / "assets"
     assets.mkdir(parents=True)
@@ -315,6 +320,7 @@ def test_the_study_runs_on_the_ci_profile_and_reruns_from_its_files(tmp_path, mo
 
     adapters = train_variants(cfg, progress=False)
     assert all((a / "adapter_model.safetensors").exists() for a in adapters.values())
+    assert {json.loads((a.parent / "run_config.json").read_text())["processes"] for a in adapters.values()} == {1}
     files = run_recall(cfg, progress=False)
     assert files[["dataset", "variant", "questions", "excluded", "evaluated"]].values.tolist() == [
         ["ovos-describe", "rational", 5, 2, 3], ["fanoutqa-distractor", "rational", 1, 1, 0],
@@ -344,7 +350,7 @@ def test_the_documented_local_teacher_is_a_valid_switch_of_the_paper_profiles():
         cfg = load_profile(name)
         assert cfg.ar_study.teacher.backend == "openai"  # the default stays DeepSeek-R1 itself, over an API
         cfg = with_teacher(cfg, **local)  # validated: the options are VLLMGenerator arguments
-        assert local["model"] in remote.hub_models(cfg) and local["model"] in cfg.fetch.revisions
+        assert local["model"] in remote.references(cfg)  # fetched (and locked) with the profile's other assets
         key = f"params.yaml: profiles.{name}.ar_study.teacher.options"
         assert (key, [local["model"]], local["options"]) in preflight.engines(cfg)  # GPUs and memory checked
 
@@ -372,7 +378,8 @@ def test_a_vllm_teacher_is_one_engine_with_its_options_ended_when_synthesis_retu
     made = recording_factory(monkeypatch)
     records = synthesize(cfg, progress=False)
     ((generator, llm),) = made
-    assert {k: llm.engine_args[k] for k in options} == options
+    engine = {k: v for k, v in options.items() if k != "data_parallel"}  # replicas, not an engine argument (D6)
+    assert {k: llm.engine_args[k] for k in engine} == engine
     assert not llm.engine_args["enable_lora"]  # a teacher takes no adapter: no LoRA slots
     assert len(llm.calls) == 1 and len(records) == 3  # one chunk, one batched call
     assert llm.llm_engine.engine_core.shutdowns == 1 and generator.llm is None  # ended before the LoRA runs

@@ -1,5 +1,6 @@
 """SEER: the three experts and their CoV-weighted combination (hand-computed), deduplication and preference pairs,
-the answer log-likelihood against a direct computation, and one DPO step on the tiny random Llama."""
+the answer log-likelihood against a direct computation, and one DPO step on the tiny random Llama by two gloo
+processes (the ci profile's launcher)."""
 
 import dataclasses
 import json
@@ -14,6 +15,7 @@ from repro.baselines.seer import (
     Assessor,
     SEERExtractor,
     align_with_dpo,
+    candidate_pools,
     completion_log_likelihoods,
     conciseness_by_length,
     conciseness_by_similarity,
@@ -114,9 +116,10 @@ def test_the_assessor_scores_every_candidate_with_the_qa_generator_and_the_encod
     assert [s["conciseness"] for s in lengths] == [conciseness_by_length(e, passages) for e in candidates]
 
 
-def test_one_dpo_step_on_the_built_pairs_saves_an_adapter(tmp_path, tiny_llama_dir):
-    cfg = load_profile("ci")
+def test_one_dpo_step_of_two_processes_on_the_built_pairs_saves_an_adapter(tmp_path, tiny_llama_dir):
+    cfg = load_profile("ci")  # seer.accelerate_config: cpu-2proc.yaml
     seer = dataclasses.replace(cfg.seer, max_steps=1, per_device_batch_size=1, gradient_accumulation_steps=1)
+    cfg = dataclasses.replace(cfg, seer=seer)
     record = {"id": "q1", "candidates": [
         {"evidence": "Paris is the capital.", "faithfulness": 1.0, "helpfulness": 0.9, "conciseness": 0.8},
         {"evidence": "Berlin is big.", "faithfulness": 0.0, "helpfulness": 0.4, "conciseness": 0.1}]}
@@ -126,11 +129,24 @@ def test_one_dpo_step_on_the_built_pairs_saves_an_adapter(tmp_path, tiny_llama_d
     assert example["rejected"][0]["content"] == "Berlin is big."
     pair = {k: example[k] for k in ("prompt", "chosen", "rejected")}
     run = tmp_path / "extractor"
-    adapter = align_with_dpo(str(tiny_llama_dir), [pair, pair], cfg, seer, run, {"test": 1}, progress=False)
+    adapter = align_with_dpo(cfg, str(tiny_llama_dir), [pair, pair], run, {"test": 1}, progress=False)
     weights = load_file(adapter / "adapter_model.safetensors")
     assert any("lora_B" in n and w.abs().sum() > 0 for n, w in weights.items())  # B starts at zero: it moved
+    assert json.loads((run / "run_config.json").read_text())["processes"] == 2
+    assert sorted(p.name for p in (run / "checkpoints" / "checkpoint-1").glob("rng_state*")) == [
+        "rng_state_0.pth", "rng_state_1.pth"]  # one step of one pair per process
     log = [json.loads(line) for line in (run / "train_log.jsonl").read_text().splitlines()]
-    assert log[0]["step"] == 1 and "rewards/margins" in log[0]
+    assert log[0]["step"] == 1 and "rewards/margins" in log[0] and log[0]["epoch"] == 1.0
+
+
+def test_candidates_are_sampled_where_the_studies_generate_and_scored_with_transformers():
+    ci = load_profile("ci")
+    sampling, scoring = candidate_pools(ci)  # the CPU profiles: one transformers pool, as before
+    assert sampling is scoring and (sampling.backend, sampling.options) == ("transformers", {})
+    paper = load_profile("paper-1p5b")
+    sampling, scoring = candidate_pools(paper)  # nothing is loaded until a model is asked for
+    assert (sampling.backend, sampling.options) == ("vllm", paper.evaluation.options)
+    assert sampling.options["data_parallel"] == "auto" and scoring.backend == "transformers"
 
 
 class Scripted(Generator):

@@ -3,6 +3,8 @@ the paired tests of each subset against all three answers on per-item files (the
 by the ci pipeline)."""
 
 import dataclasses
+import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -128,3 +130,22 @@ def test_files_over_different_questions_are_refused(files, tmp_path):
     write_jsonl(files.loc[1, "path"], records([1, 0]))
     with pytest.raises(ValueError, match="different questions"):
         compare_subsets(files, n_resamples=99)
+
+
+def test_ablation_null_trains_nothing_and_records_that_table_3_was_not_requested(tmp_path, monkeypatch):
+    """`ablation: null` switches Table 3 off as `reward_designs: null` does: the stage writes its outputs, saying so,
+    and the notebook's tables hold the paper's rows only."""
+    cfg = dataclasses.replace(load_profile("paper-1p5b", ROOT / "params.yaml"), ablation=None)
+    paper = load_paper_tables(3)
+    monkeypatch.chdir(tmp_path)  # no data/ here
+    monkeypatch.setattr(ablation, "train_extractor", lambda *args, **kwargs: pytest.fail("nothing is trained"))
+    files = ablation.run_ablation(cfg, progress=False)
+    assert files.empty and list(files.columns) == ["subset", "dataset", "path"]
+    for directory in ("train/ablation", "predictions/ablation_answer_rewards"):
+        assert json.loads(Path(f"data/paper-1p5b/{directory}/study.json").read_text()) == {
+            "requested": False, "subsets": []}
+    summary = summarize_ablation(files)
+    assert summary.empty and {"subset", "dataset", "EM", "F1", "CR"} <= set(summary.columns)
+    table = table3(summary, paper=paper, source="this run (paper-1p5b)")
+    assert set(table["source"]) == {"paper (1.5B)"} and len(table) == 6
+    assert compare_subsets(files).empty

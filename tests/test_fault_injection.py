@@ -25,7 +25,7 @@ from test_train_e2e import contexts
 
 from repro.config import load_profile
 from repro.io import read_jsonl, write_jsonl
-from repro.train.run import write_profile
+from repro.train.launch import write_profile
 
 pytestmark = pytest.mark.slow
 

@@ -17,7 +17,7 @@ from repro.generation import GenerationParams, make_generator
 from repro.generation.openai_client import OpenAIClientGenerator
 from repro.generation.pool import ModelPool
 from repro.generation.transformers_backend import TransformersGenerator
-from repro.generation.vllm_backend import VLLMGenerator
+from repro.generation.vllm_backend import EngineReplicas, VLLMGenerator
 from repro.io import model_fingerprint
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow]
@@ -125,6 +125,38 @@ def test_smollm2_through_the_pool_equals_transformers_and_release_ends_its_one_e
         for generator in (engine, adapted):
             with pytest.raises(RuntimeError, match="closed"):
                 generator.generate(prompts[:1])
+
+
+def test_two_replicas_in_two_processes_answer_like_one_engine_in_input_order(ci_engine, tiny_llama_dir,
+                                                                              lora_adapter):
+    """`data_parallel: 2` through the pool: two engines, each in its own worker process (unpinned: no GPU here),
+    each answering a contiguous slice; greedy, seeded sampling and a LoRA adapter give one engine's completions."""
+    prompts = [*PROMPTS, "Question: What is the tallest mountain on Earth?\nAnswer:"]  # slices of 3 and 2
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    options = dict(max_model_len=1024, enforce_eager=True, max_lora_rank=8, kv_cache_memory_bytes=KV_CACHE_BYTES,
+                   data_parallel=2)
+    greedy = GenerationParams(max_new_tokens=16)
+    sampled = GenerationParams(max_new_tokens=12, do_sample=True, temperature=1.0, n=3, seed=7)
+    with ModelPool("vllm", "float32", progress=False, options=options) as pool:
+        replicas, _ = pool.get(str(tiny_llama_dir))
+        assert isinstance(replicas.llm, EngineReplicas) and replicas.llm.devices == [None, None]
+        started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+        assert len([p for p in started if p.ppid() == psutil.Process().pid]) == 2  # one worker per replica
+        for params in (greedy, sampled):
+            assert replicas.generate(prompts, params) == ci_engine.generate(prompts, params)
+        assert replicas.generate(prompts[:1], sampled) == ci_engine.generate(prompts[:1], sampled)  # one slice idle
+        adapted, _ = pool.get(str(tiny_llama_dir), lora_adapter)  # a LoRA request, sent to both replicas
+        with ci_engine.with_adapter(lora_adapter) as one_engine:
+            assert adapted.generate(prompts, greedy) == one_engine.generate(prompts, greedy)
+        assert adapted.generate(prompts, greedy) != replicas.generate(prompts, greedy)
+        with pytest.raises(RuntimeError, match=r"(?s)vLLM replica 1 \(CUDA_VISIBLE_DEVICES=None\) failed during "
+                                               r"generate:.*maximum context length is 1024 tokens"):
+            replicas.generate([*prompts[:4], "word " * 1100], greedy)  # the second slice's prompt is too long
+        assert replicas.generate(prompts, greedy) == ci_engine.generate(prompts, greedy)  # no reply left behind
+        pool.release(str(tiny_llama_dir))
+        assert not psutil.wait_procs(started, timeout=60)[1]  # the workers and their engines have ended
+        with pytest.raises(RuntimeError, match="closed"):
+            replicas.generate(prompts[:1])
 
 
 @pytest.mark.xdist_group(SMOLLM2_SERVER)

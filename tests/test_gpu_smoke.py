@@ -1,6 +1,7 @@
 """The gpu-smoke profile: paper-1p5b's code path at a size one GPU runs in about half an hour (D135, D136). What can
 be checked without a GPU: it parses for DVC, it runs the paper profile's engines, launcher, data and retrievers, its
-fetch plan is a subset of paper-1p5b's, and its wiki-18 slice is cut from a file laid out like the real one."""
+fetch plan is a subset of paper-1p5b's and is fetched from a mirror holding each repo as the hub does (the `.bin`-only
+ones converted), and its wiki-18 slice is cut from a file laid out like the real one."""
 
 import gzip
 import json
@@ -21,20 +22,33 @@ ROOT = Path(__file__).resolve().parents[1]
 REV = "0123456789abcdef0123456789abcdef01234567"
 WIKI18 = [{"id": str(i), "contents": f'"{title}"\n{title} passage {i}'}
           for i, title in enumerate(["Aaron"] * 3 + ["Aaron Burr"] * 2)]  # Search-R1's wiki-18.jsonl lines
+# Repos whose main branch holds pytorch_model.bin and no safetensors (their hub pages), with the files beside it.
+BIN_ONLY = {
+    "facebook/dpr-question_encoder-single-nq-base": ["config.json", "tf_model.h5", "tokenizer.json",
+                                                     "tokenizer_config.json", "vocab.txt"],
+    "facebook/dpr-ctx_encoder-single-nq-base": ["config.json", "tf_model.h5", "tokenizer.json", "tokenizer_config.json",
+                                                "vocab.txt"],
+    "fangyuan/nq_extractive_compressor": ["modules.json", "config_sentence_transformers.json",  # sentence-transformers
+                                          "sentence_bert_config.json", "1_Pooling/config.json", "config.json",
+                                          "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json",
+                                          "vocab.txt", "README.md"],
+    "microsoft/deberta-v2-xlarge-mnli": ["config.json", "spm.model", "tokenizer_config.json", "README.md"],
+}
 
 
-def smoke_params(**corpus) -> dict:
-    """params.yaml with gpu-smoke selected, every revision pinned to REV and `corpus` keys changed."""
+def smoke_params(**sections) -> dict:
+    """params.yaml with gpu-smoke selected and `sections` of it replaced (`corpus`: keys of data.corpus changed)."""
     params = read_params(ROOT / "params.yaml")
     smoke = params["profiles"]["gpu-smoke"]
-    smoke["fetch"] = {**smoke["fetch"], "revisions": {repo: REV for repo in smoke["fetch"]["revisions"]}}
-    smoke["data"] = {**smoke["data"], "corpus": {**smoke["data"]["corpus"], **corpus}}
+    if "corpus" in sections:
+        smoke["data"] = {**smoke["data"], "corpus": {**smoke["data"]["corpus"], **sections.pop("corpus")}}
+    smoke.update(sections)
     return {**params, "profile": "gpu-smoke"}
 
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    """A project directory with gpu-smoke's params (pins set) and the repository's configs."""
+    """A project directory with gpu-smoke's params and the repository's configs (and no lock file yet)."""
     monkeypatch.chdir(tmp_path)
     shutil.copytree(ROOT / "configs", "configs")
     Path("params.yaml").write_text(yaml.safe_dump(smoke_params(), sort_keys=False))
@@ -83,41 +97,77 @@ def test_the_smoke_runs_paper_1p5bs_code_path_on_one_gpu():
                                                "profile runs on GPUs")
 
 
-def hub_like(root: Path, cfg) -> None:
-    """A local directory laid out like the hub with a small file for every name the profile's plan wants."""
-    for item in remote.plan(cfg):
-        base = root / ("datasets" if item.remote.repo_type == "dataset" else "") / item.remote.repo / "resolve" / REV
-        names = [f for f in item.files if "*" not in f] or ["config.json", "model.safetensors"]
+def hub_like(root: Path) -> None:
+    """A local directory laid out like the hub, holding every repo of paper-1p5b's plan and every BIN_ONLY repo at REV
+    (its main branch) with the files the hub holds: the .bin-only repos as BIN_ONLY lists them (each pytorch_model.bin
+    a real pickle of a small state dict, so that the conversion runs), every other model as config.json,
+    tokenizer.json and safetensors weights, the dataset repos with the files the plan names."""
+    import torch
+
+    plan = remote.needs(load_profile("paper-1p5b", ROOT / "params.yaml"))
+    for row, files in plan + [(remote.Remote(repo), ()) for repo in set(BIN_ONLY) - {row.repo for row, _ in plan}]:
+        base = root / ("datasets" if row.repo_type == "dataset" else "") / row.repo
+        if row.repo_type == "dataset":
+            names = list(files)
+        elif row.repo in BIN_ONLY:
+            names = BIN_ONLY[row.repo] + ["pytorch_model.bin"]
+        else:
+            names = ["config.json", "tokenizer.json", "model.safetensors"]
         for name in names:
-            (base / name).parent.mkdir(parents=True, exist_ok=True)
-            (base / name).write_bytes(b"x" * 1000)
+            path = base / "resolve" / REV / name
+            path.parent.mkdir(parents=True, exist_ok=True)
+            if name == "pytorch_model.bin":
+                torch.save({"encoder.weight": torch.arange(6.0).reshape(2, 3), "encoder.bias": torch.ones(2)}, path)
+            elif name == "wiki-18.jsonl.gz":
+                path.write_bytes(gzip.compress("".join(json.dumps(p) + "\n" for p in WIKI18).encode()))
+            else:
+                path.write_bytes(b"x" * 1000)
+        (base / "refs").mkdir()
+        (base / "refs" / "main").write_text(REV)
 
 
 def test_the_fetch_dry_run_lists_what_the_smoke_needs(project, capsys):
     cfg = load_profile("gpu-smoke")
-    hub_like(project / "hub", cfg)
+    hub_like(project / "hub")
     remote.main(["fetch", "--profile", "gpu-smoke", "--from", str(project / "hub"), "--dry-run"])
     out = capsys.readouterr().out
     listed = {line.split("@")[0] for line in out.splitlines() if "@" in line}
     assert listed == {row.repo for row, _ in remote.needs(cfg)}
     assert {"Qwen/Qwen2.5-1.5B-Instruct", "HIT-TMG/EviOmni-nq_train-1.5B", "facebook/dpr-ctx_encoder-single-nq-base",
-            "intfloat/e5-base-v2", "RUC-NLPIR/FlashRAG_datasets", "PeterJinGo/wiki-18-corpus"} <= listed
+            "intfloat/e5-base-v2", "RUC-NLPIR/FlashRAG_datasets", "PeterJinGo/wiki-18-corpus",
+            "fangyuan/nq_extractive_compressor"} <= listed
     assert not listed & {"PeterJinGo/wiki-18-e5-index", "HIT-TMG/EviOmni-nq_train-7B",
-                         "PeterJinGo/SearchR1-nq_hotpotqa_train-qwen2.5-32b-em-grpo-v0.3"}
-    assert "total " in out and not Path("data/external").exists()  # sizes only, nothing downloaded
+                         "PeterJinGo/SearchR1-nq_hotpotqa_train-qwen2.5-32b-em-grpo-v0.3",
+                         "microsoft/deberta-v2-xlarge-mnli"}  # no Table 5 32B agent, no R_EQR: reward_designs null
+    assert f"facebook/dpr-ctx_encoder-single-nq-base@{REV} (new)" in out and "    pytorch_model.bin  " in out
+    assert "total " in out and not Path("data/external").exists() and not Path("fetch.lock.yaml").exists()
     paper = {row.repo: set(files) for row, files in remote.needs(load_profile("paper-1p5b", ROOT / "params.yaml"))}
     assert all(set(files) <= paper[row.repo] for row, files in remote.needs(cfg))  # fetched once for both runs
 
 
-def test_unpinned_revisions_are_listed_all_at_once_with_what_is_needed(capsys, monkeypatch):
-    monkeypatch.chdir(ROOT)
-    with pytest.raises(SystemExit) as stop:
-        remote.main(["fetch", "--profile", "gpu-smoke", "--dry-run"])
-    errors = str(stop.value).splitlines()
-    assert len(errors) == len(remote.unpinned(load_profile("gpu-smoke"))) > 1
-    assert all(e.startswith("error: params.yaml: profiles.gpu-smoke.fetch.revisions.") for e in errors)
-    out = capsys.readouterr().out
-    assert "dataset:PeterJinGo/wiki-18-corpus  wiki-18.jsonl.gz" in out and "nq/train.jsonl" in out
+def test_the_smoke_fetches_the_bin_only_repos_from_a_hub_shaped_mirror_and_converts_them(project):
+    import torch
+    from safetensors.torch import load_file
+
+    hub_like(project / "hub")
+    study = {"designs": ["eviomni", "evinote"], "datasets": ["nq"], "split": "test", "max_steps": None,
+             "max_questions": None}  # the reward-design study switched on: R_EQR's NLI model enters the plan
+    Path("params.yaml").write_text(yaml.safe_dump(smoke_params(reward_designs=study), sort_keys=False))
+    remote.main(["fetch", "--profile", "gpu-smoke", "--from", str(project / "hub")])
+    lock = remote.read_lock(Path("fetch.lock.yaml"))
+    assert set(BIN_ONLY) <= set(lock) and all(entry["commit"] == REV for entry in lock.values())
+    for repo, files in BIN_ONLY.items():
+        local = remote.fetched_dir(repo)
+        assert "pytorch_model.bin" in lock[repo]["files"] and "tf_model.h5" not in lock[repo]["files"]
+        assert not (local / "tf_model.h5").exists() and not (local / "README.md").exists()
+        converted = load_file(local / "model.safetensors")
+        assert torch.equal(converted["encoder.weight"], torch.arange(6.0).reshape(2, 3))
+        assert remote.read_manifest()[repo]["built"] == {str(local / "model.safetensors"):
+                                                         remote.sha256_file(local / "model.safetensors")}
+    assert (remote.fetched_dir("fangyuan/nq_extractive_compressor") / "1_Pooling" / "config.json").is_file()
+    assert (remote.fetched_dir("microsoft/deberta-v2-xlarge-mnli") / "spm.model").is_file()
+    qwen = remote.fetched_dir("Qwen/Qwen2.5-1.5B-Instruct")
+    assert sorted(p.name for p in qwen.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
 
 
 def test_the_data_stage_cuts_the_first_passages_of_the_fetched_corpus(project):
@@ -127,7 +177,7 @@ def test_the_data_stage_cuts_the_first_passages_of_the_fetched_corpus(project):
     source.parent.mkdir()
     source.write_bytes(gzip.compress("".join(json.dumps(p) + "\n" for p in WIKI18).encode()))
     remote.gunzip_corpus(source.parent, [source.name])  # the fetch builder: data/external/wiki-18.jsonl
-    Path("params.yaml").write_text(yaml.safe_dump(smoke_params(max_passages=3), sort_keys=False))
+    Path("params.yaml").write_text(yaml.safe_dump(smoke_params(corpus={"max_passages": 3}), sort_keys=False))
     cfg = load_profile("gpu-smoke")
     manifest = build_corpus(cfg)
     assert manifest["passages"] == 3 and manifest["max_passages"] == 3
@@ -137,7 +187,7 @@ def test_the_data_stage_cuts_the_first_passages_of_the_fetched_corpus(project):
     assert fingerprint == manifest["fingerprint"] != remote.sha256_file(remote.WIKI18)  # indexes key on the slice
     store.close()
     assert [json.loads(line) for line in remote.WIKI18.read_text().splitlines()] == WIKI18  # the source is kept
-    Path("params.yaml").write_text(yaml.safe_dump(smoke_params(max_passages=6), sort_keys=False))
+    Path("params.yaml").write_text(yaml.safe_dump(smoke_params(corpus={"max_passages": 6}), sort_keys=False))
     with pytest.raises(InputError, match=r"holds 5 passages, fewer than the 6 asked for"):
         build_corpus(load_profile("gpu-smoke"))
 

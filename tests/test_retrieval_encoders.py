@@ -50,6 +50,20 @@ def test_batching_and_length_sorting_do_not_change_vectors(tiny_bert):
     np.testing.assert_allclose(enc.encode(TEXTS, progress=False), one_by_one, atol=1e-5)
 
 
+def test_two_devices_encode_one_devices_batches_in_input_order(tiny_bert, tmp_path):
+    """Two copies of the model ("cpu" twice here; "cuda:0", "cuda:1" on a GPU node), one thread each, are dealt
+    the length-sorted batches in turn: the vectors are one device's, texts and (title, text) pairs alike."""
+    texts = [TEXTS[i % 3][: 10 + 7 * i] for i in range(11)]  # 11 texts of different lengths: 6 batches of 2
+    one, two = (TextEncoder(tiny_bert, pooling="mean", batch_size=2, devices=d) for d in (None, ["cpu", "cpu"]))
+    assert one.devices == ["cpu"] and len(two.replicas) == 2 and two.replicas[1][1] is not two.model
+    np.testing.assert_array_equal(two.encode(texts, progress=False), one.encode(texts, progress=False))
+    ctx_dir = _tiny_dpr(tmp_path / "ctx", DPRContextEncoder)
+    pairs = [(f"Title {i}", text) for i, text in enumerate(texts)]
+    one, two = (TextEncoder(ctx_dir, pooling="pooler", normalize=False, batch_size=3, devices=d)
+                for d in (None, ["cpu", "cpu"]))
+    np.testing.assert_array_equal(two.encode(pairs, progress=False), one.encode(pairs, progress=False))
+
+
 def test_pooling_and_prefix_change_the_vectors(tiny_bert):
     cls = TextEncoder(tiny_bert, pooling="cls", normalize=False).encode(TEXTS, progress=False)
     mean = TextEncoder(tiny_bert, pooling="mean", normalize=False)

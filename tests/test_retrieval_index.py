@@ -7,6 +7,8 @@ from repro.assets import MINILM_WEIGHTS, OVOS_SUMMARIES
 from repro.data.corpus import PassageStore, ovos_pages, page_passages, split_contents, write_corpus
 from repro.retrieval import faiss_index
 from repro.retrieval.bm25 import BM25Retriever
+from repro.config import RetrieverConfig
+from repro.retrieval.dense import DenseRetriever
 from repro.retrieval.encoders import TextEncoder
 
 QUERIES = ["Who painted the Mona Lisa?", "When did World War II end?", "What is the capital of France?",
@@ -65,6 +67,19 @@ def test_approximate_indexes_build_search_and_round_trip(tmp_path, embeddings, f
     loaded = faiss_index.load_index(tmp_path / "index.faiss")
     faiss_index.set_search_parameters(loaded, params)
     np.testing.assert_array_equal(faiss_index.search(loaded, queries, 5)[1], rows)
+
+
+def test_an_index_built_on_two_devices_holds_one_devices_vectors_in_corpus_order(store, embeddings):
+    minilm = str(MINILM_WEIGHTS.locate().parent)
+    cfg = RetrieverConfig(method="dense", query_encoder=minilm, batch_size=8, encode_block=20)  # 3 blocks
+    one = DenseRetriever(cfg, minilm)
+    assert one.passage_encoder is one.query_encoder  # one device (the CPU here): one model, as before
+    two = DenseRetriever(cfg, minilm, passage_devices=["cpu", "cpu"])
+    assert two.passage_encoder.devices == ["cpu", "cpu"] and two.query_encoder.devices == ["cpu"]
+    index = two.build_index(store, progress=False)
+    vectors = index.reconstruct_n(0, index.ntotal)
+    np.testing.assert_array_equal(vectors, one.build_index(store, progress=False).reconstruct_n(0, index.ntotal))
+    np.testing.assert_allclose(vectors, embeddings[0], atol=1e-5)  # in corpus order (other batches: rounding)
 
 
 def test_no_gpu_leaves_the_index_on_the_cpu(embeddings):

@@ -1,17 +1,41 @@
-"""LoRA SFT of the QA generator on the tiny random Llama: examples, crash and resume, the saved adapter."""
+"""LoRA SFT of the QA generator on the tiny random Llama: examples, crash and resume, the saved adapter; the launch of
+every LoRA run in worker processes (the command, the launchers of every profile, reuse without a launch, two gloo
+processes training one run)."""
 
 import dataclasses
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from safetensors.torch import load_file
 from transformers import AutoTokenizer, TrainerCallback
 
+from conftest import ROOT
 from repro.config import load_profile
 from repro.generation.transformers_backend import TransformersGenerator
+from repro.io import fingerprint
 from repro.prompts import format_passages, qa_messages
-from repro.train.sft import _prepare, example_length, fit_lora_sft, fitting_examples, sft_args, sft_examples
+from repro.train import sft as sft_module
+from repro.train.launch import accelerate_command, launch_dir
+from repro.train.lora_worker import parse_args
+from repro.train.sft import (
+    WORKER,
+    LoRARun,
+    _prepare,
+    example_length,
+    fit_lora_sft,
+    fitting_examples,
+    section_config,
+    sft_args,
+    sft_examples,
+    train_lora,
+    worker_args,
+)
+
+LORA_SECTIONS = ("qa_generator", "filco", "seer", "ar_study.sft")
 
 ROWS = [{"id": str(i), "question": f"What is the capital of Country{i}?", "golden_answers": [f"Capital{i}", "alias"],
          "passages": [{"id": str(i), "contents": f'"Country{i}"\nThe capital of Country{i} is Capital{i}.',
@@ -101,3 +125,98 @@ def test_a_run_directory_without_a_readable_configuration_is_cleared_before_an_s
     (root / "run_config.json").write_text('{"fingerprint": ')  # damaged
     with pytest.warns(UserWarning, match="no run_config.json"):
         assert not _prepare(root, {"fingerprint": "a"})
+
+
+def test_the_launch_command_runs_the_worker_on_the_callers_profile(tmp_path):
+    cfg = load_profile("ci")
+    cfg = dataclasses.replace(cfg, ar_study=dataclasses.replace(
+        cfg.ar_study, sft=dataclasses.replace(cfg.ar_study.sft, max_steps=7)))  # a caller's change reaches the workers
+    with launch_dir(cfg) as tmp:
+        command = accelerate_command(cfg.ar_study.sft.accelerate_config, WORKER, worker_args(cfg, tmp, progress=False))
+        assert command[:7] == [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
+                               "configs/accelerate/cpu-2proc.yaml", "-m", "repro.train.lora_worker"]
+        args = parse_args(command[7:])
+        assert (args.profile, Path(args.runs), args.no_progress) == ("ci", tmp / "runs.json", True)
+        assert load_profile(args.profile, args.params) == cfg
+    assert not tmp.exists()
+
+
+def test_every_lora_section_names_a_launcher_for_its_profiles_devices():
+    launchers = {}
+    for name in ("tiny", "cpu-study", "cpu-rewards", "ci", "paper-1p5b", "paper-7b", "gpu-smoke"):
+        cfg = load_profile(name, ROOT / "params.yaml")
+        for section in LORA_SECTIONS:
+            path = section_config(cfg, section).accelerate_config
+            launchers[name, section] = yaml.safe_load((ROOT / path).read_text())
+    grpo = yaml.safe_load((ROOT / load_profile("paper-1p5b").train.accelerate_config).read_text())
+    for section in LORA_SECTIONS:
+        ddp = launchers["paper-1p5b", section]
+        assert ddp["distributed_type"] == "MULTI_GPU" and ddp["mixed_precision"] == "no"  # the section's bf16 decides
+        assert ddp["num_processes"] == grpo["num_processes"] == 8  # every GPU of the node
+        assert launchers["paper-7b", section] == ddp
+        assert launchers["gpu-smoke", section] == {**ddp, "num_processes": 1}  # the same launch path on one GPU
+        for cpu in ("tiny", "cpu-study", "cpu-rewards"):
+            assert launchers[cpu, section]["num_processes"] == 1 and launchers[cpu, section]["use_cpu"] is True
+        ci = launchers["ci", section]
+        assert ci["num_processes"] == 2 and ci["distributed_type"] == "MULTI_GPU"  # gloo on a CPU machine
+
+
+def test_a_finished_adapter_is_reused_without_a_launch_and_a_changed_launcher_retrains(tmp_path, monkeypatch):
+    cfg, root, config = load_profile("ci"), tmp_path / "run", {"model": "m"}
+    full = {**config, "processes": 2}
+    _prepare(root, {**full, "fingerprint": fingerprint(full)})
+    (root / "adapter").mkdir()
+    (root / "adapter" / "adapter_model.safetensors").write_bytes(b"")
+    launches = []
+    monkeypatch.setattr(sft_module, "launch", lambda *args, **kwargs: launches.append(args))
+    run = LoRARun("qa_generator", "sft", "m", [], root, config)
+    assert train_lora(cfg, [run]) == [root / "adapter"] and launches == []
+
+    one_process = "configs/accelerate/cpu-1proc.yaml"
+    one = dataclasses.replace(cfg, qa_generator=dataclasses.replace(cfg.qa_generator, accelerate_config=one_process))
+    with pytest.warns(UserWarning, match="another configuration"), pytest.raises(RuntimeError, match="without writing"):
+        train_lora(one, [run])  # the stand-in launch trains nothing
+    assert [args[0] for args in launches] == [one_process]
+    assert json.loads((root / "run_config.json").read_text())["processes"] == 1
+
+    missing = dataclasses.replace(cfg, filco=dataclasses.replace(cfg.filco, accelerate_config="configs/nope.yaml"))
+    with pytest.raises(FileNotFoundError, match=r"params.yaml: profiles.ci.filco.accelerate_config: configs/nope.yaml "
+                                                r"does not exist"):
+        train_lora(missing, [dataclasses.replace(run, section="filco")])
+    with pytest.raises(ValueError, match="one accelerate_config"):
+        train_lora(one, [run, dataclasses.replace(run, section="filco")])
+
+
+def test_a_process_outside_the_launched_world_writes_nothing(tmp_path, tiny_llama_dir):
+    """A worker that did not join the launcher's processes (on a CPU machine: use_cpu off under a MULTI_GPU launch
+    leaves each process alone, each its own main process) stops before touching the run directory."""
+    cfg = load_profile("ci")
+    args = sft_args(cfg, cfg.qa_generator, tmp_path / "run" / "checkpoints", progress=False)
+    with pytest.raises(ValueError, match="launched for 2 processes, 1 run it"):
+        fit_lora_sft(str(tiny_llama_dir), [], args, cfg.qa_generator, tmp_path / "run", {"processes": 2})
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.slow
+def test_two_gloo_processes_train_one_run_and_the_main_one_writes_it(tmp_path, tiny_llama_dir, monkeypatch):
+    cfg = load_profile("ci")  # qa_generator.accelerate_config: cpu-2proc.yaml
+    sft = dataclasses.replace(cfg.qa_generator, max_steps=2, save_steps=2, per_device_batch_size=1)
+    cfg = dataclasses.replace(cfg, qa_generator=sft)
+    examples = sft_examples(ROWS[:2], ["passages", "question"])  # 4 examples: one per process and step
+    root = tmp_path / "run"
+    run = LoRARun("qa_generator", "sft", str(tiny_llama_dir), examples, root, {"test": 1})
+    (adapter,) = train_lora(cfg, [run], progress=False)
+    assert sorted(p.name for p in root.iterdir()) == ["adapter", "checkpoints", "run_config.json", "train_log.jsonl"]
+    assert json.loads((root / "run_config.json").read_text())["processes"] == 2
+    checkpoint = root / "checkpoints" / "checkpoint-2"
+    assert sorted(p.name for p in checkpoint.glob("rng_state*")) == ["rng_state_0.pth", "rng_state_1.pth"]
+    log = [json.loads(line) for line in (root / "train_log.jsonl").read_text().splitlines()]
+    steps = [r for r in log if "loss" in r]
+    assert [r["step"] for r in steps] == [1, 2] and steps[-1]["epoch"] == 1.0
+    tokenizer = AutoTokenizer.from_pretrained(tiny_llama_dir)
+    assert steps[-1]["num_tokens"] == sum(example_length(e, tokenizer) for e in examples)  # each example once
+    weights = load_file(adapter / "adapter_model.safetensors")
+    assert all(w.abs().sum() > 0 for name, w in weights.items() if "lora_B" in name)
+
+    monkeypatch.setattr(sft_module, "launch", lambda *a, **k: pytest.fail("a finished adapter launched workers"))
+    assert train_lora(cfg, [run]) == [adapter]

@@ -15,6 +15,7 @@ import dataclasses
 import math
 import types
 import typing
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,8 @@ class ConfigError(ValueError):
 GENERATOR_OPTIONS = {
     "transformers": ("adapter", "dtype", "attn_implementation", "device", "progress"),
     "vllm": ("adapter", "dtype", "tensor_parallel_size", "gpu_memory_utilization", "max_model_len", "max_lora_rank",
-             "enable_lora", "enforce_eager", "kv_cache_memory_bytes", "cpu_reserved_cores", "progress"),
+             "enable_lora", "enforce_eager", "kv_cache_memory_bytes", "cpu_reserved_cores", "data_parallel",
+             "progress"),
     "openai": ("base_url", "api_key", "api_key_env", "max_workers", "timeout", "max_retries", "backoff",
                "max_retry_after", "deadline", "cache_path", "progress"),
     "heuristic": (),
@@ -47,6 +49,9 @@ def check_generator_options(options: dict, backend: str, where: str, set_by_call
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ConfigError(f"{where}: unknown option(s) {unknown} for backend {backend}; allowed: {allowed}")
+    replicas = options.get("data_parallel")  # engine replicas (repro.sharding)
+    if replicas not in (None, "auto") and (type(replicas) is not int or replicas < 1):
+        raise ConfigError(f"{where}.data_parallel: 'auto', null or a replica count >= 1, got {replicas!r}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -388,6 +393,14 @@ class LoRASFTConfig:
             raise ConfigError(f"{self.section}: need positive {bad}")
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LaunchedLoRAConfig(LoRASFTConfig):
+    """A LoRA run of its own stage, trained in worker processes of `accelerate launch` (repro.train.launch), never in
+    the stage's process: with several GPUs visible, one process would be DataParallel, which TRL refuses."""
+
+    accelerate_config: str  # configs/accelerate/*.yaml: the workers' processes and distribution (DDP, CPU)
+
+
 @dataclasses.dataclass(frozen=True)
 class PolicyLoRAConfig:
     """GRPO on a LoRA adapter of the starting policy instead of all its weights (D144): the reference model is the
@@ -420,7 +433,7 @@ class FormatWarmupConfig(LoRASFTConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class QAGeneratorConfig(LoRASFTConfig):
+class QAGeneratorConfig(LaunchedLoRAConfig):
     """LoRA SFT of the QA generator (App. A.2): models.generator learns to give the golden answer from (q, P)
     with Table 11's prompt and from q alone with Table 12's (for Zero). The paper gives the LoRA rank (8);
     every other value is ours (docs/decisions.md)."""
@@ -440,7 +453,7 @@ class QAGeneratorConfig(LoRASFTConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class FilCoConfig(LoRASFTConfig):
+class FilCoConfig(LaunchedLoRAConfig):
     """FilCo (Wang et al. 2023; repro.baselines.filco): silver filtered contexts of the training questions by
     String Inclusion or Lexical Overlap, then LoRA SFT of models.extractor as the filter M_ctx (D66-D70)."""
 
@@ -459,7 +472,7 @@ class FilCoConfig(LoRASFTConfig):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class SEERConfig(LoRASFTConfig):
+class SEERConfig(LaunchedLoRAConfig):
     """SEER (Zhao et al. 2024a; repro.baselines.seer): candidate evidences sampled from models.extractor, scored
     for faithfulness, helpfulness and conciseness, combined by CoV-weighting, turned into preference pairs and
     aligned with TRL's DPO on a LoRA adapter (D71-D76)."""
@@ -696,7 +709,7 @@ class AgenticConfig:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ArSFTConfig(LoRASFTConfig):
+class ArSFTConfig(LaunchedLoRAConfig):
     """The two LoRA SFT runs of the answer-recall study (repro.ar_study): rank 16 and 3 epochs as in §2.2, the rest
     ours (D83)."""
 
@@ -786,10 +799,11 @@ class ArStudyConfig:
 
 @dataclasses.dataclass(frozen=True)
 class FetchConfig:
-    """External assets that `python -m repro.remote fetch --profile P` downloads (repro.remote, D115-D118).
-    Revisions are validated when fetching, not when loading, so a profile with placeholders still loads."""
+    """External assets that `python -m repro.remote fetch --profile P` downloads (repro.remote, D115-D118):
+    each hub repo at the commit the lock file records, resolved from its main branch when it enters the lock."""
 
-    revisions: dict[str, str]  # hub repo id -> 40-hex commit it is fetched at; "PIN-ME..." = not pinned yet
+    lock: str = "fetch.lock.yaml"  # the committed lock file: repo -> commit, each file's size and sha256
+    hub: str | None = None  # None: the Hugging Face hub; or a directory laid out like it (a mirror; --from overrides)
     prebuilt_index: str | None = None  # retriever whose index is Search-R1's e5 Flat index (part_aa + part_ab)
 
 
@@ -800,6 +814,31 @@ RELEASED_EVIOMNI = "released_extractor"  # models.released_extractor, no trainin
 EVIOMNI_SOURCES = (TRAINED_EVIOMNI, RELEASED_EVIOMNI)
 # The studies whose method lists `eviomni: released_extractor` rewrites: Tables 2, 4, 9-10 and Figure 5.
 EVIOMNI_STUDIES = ("evaluation", "latency", "distractor", "noise_robustness")
+
+
+@dataclasses.dataclass(frozen=True)
+class ReleasedCheckConfig:
+    """The check of the authors' checkpoints before a study uses them (repro.evaluation.released, D179): Table 14 on
+    seeded questions, decoded as the `evaluation` section decodes `eviomni_released`; format rate, evidence length and
+    CR against Table 2's EviOmni CR. Below a floor the released_extractor stage refuses; a null floor only reports."""
+
+    dataset: str = dataclasses.field(metadata={"help": "data.datasets entry the questions come from (the paper: nq)"})
+    split: str = "dev"
+    questions: int = dataclasses.field(default=100, metadata={"help": "a seeded subset of the split"})
+    format_check: typing.Literal["strict", "lenient"] = dataclasses.field(
+        default="lenient", metadata={"help": "the repro.tags check the format rate counts (D147)"})
+    min_format_rate: float | None = dataclasses.field(
+        default=None, metadata={"help": "refuse below this share of well-formatted outputs (null: report only)"})
+    cr_factor: float | None = dataclasses.field(
+        default=None, metadata={"help": "refuse a CR outside [paper / f, paper x f] (null: report only)"})
+    paper_sizes: dict[str, typing.Literal["1.5B", "7B"]] = dataclasses.field(
+        default_factory=dict, metadata={"help": "checkpoint reference -> the Table 2 size whose EviOmni CR it meets"})
+
+    def __post_init__(self):
+        if self.questions < 1 or self.min_format_rate is not None and not 0 < self.min_format_rate <= 1 \
+                or self.cr_factor is not None and self.cr_factor <= 1:
+            raise ConfigError("released_check: need questions >= 1, 0 < min_format_rate <= 1 and cr_factor > 1 "
+                              "(or null floors)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -817,8 +856,9 @@ class Profile:
     filco: FilCoConfig | None = None  # FilCo's trained filter (repro.baselines.filco)
     seer: SEERConfig | None = None  # SEER's self-aligned extractor (repro.baselines.seer)
     evaluation: EvaluationConfig | None = None  # Table 2 (repro.evaluation)
+    released_check: ReleasedCheckConfig | None = None  # before the released checkpoints are used
     latency: LatencyConfig | None = None  # Table 4 (repro.evaluation.latency)
-    ablation: AblationConfig | None = None  # Table 3 (repro.evaluation.ablation)
+    ablation: AblationConfig | None = None  # Table 3 (repro.evaluation.ablation; None: not run, "not requested")
     reward_designs: RewardDesignsConfig | None = None  # issue #18 (repro.evaluation.reward_designs; None: not run)
     length_tuning: LengthTuningConfig | None = None  # τ, γ on a dev grid (repro.train.length_tuning; None: not run)
     distractor: DistractorConfig | None = None  # Tables 9-10 (repro.evaluation.study)
@@ -826,7 +866,7 @@ class Profile:
     baselines: BaselinesConfig | None = None  # Table 2's VAR baselines (repro.baselines)
     agentic: AgenticConfig | None = None  # Tables 5-6 (repro.agentic)
     ar_study: ArStudyConfig | None = None  # Table 1, Figure 2 (repro.ar_study)
-    fetch: FetchConfig | None = None  # hub assets at pinned revisions (repro.remote; paper profiles)
+    fetch: FetchConfig | None = None  # hub assets at locked commits (repro.remote; paper profiles)
     eviomni: str = TRAINED_EVIOMNI  # params.yaml's top-level `eviomni` (set by load_profile, not per profile)
 
 
@@ -970,6 +1010,20 @@ def read_params(params_path: str | Path = PARAMS_FILE) -> dict:
 
 def profile_names(params_path: str | Path = PARAMS_FILE) -> list[str]:
     return list(read_params(params_path)["profiles"])
+
+
+def walk(value, path: str) -> Iterator[tuple[str, object]]:
+    """(key path, value) of `value` and of every section, mapping, list item and leaf under it, dataclasses read as
+    mappings: `walk(cfg.train, "train")` yields ("train", {...}), ("train.dataset", "nq"), ... in field order."""
+    if dataclasses.is_dataclass(value):
+        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
+    yield path, value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from walk(v, f"{path}.{k}")
+    elif isinstance(value, (list, tuple)):
+        for i, v in enumerate(value):
+            yield from walk(v, f"{path}[{i}]")
 
 
 def load_profile(name: str | None = None, params_path: str | Path = PARAMS_FILE) -> Profile:

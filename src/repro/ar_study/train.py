@@ -4,8 +4,9 @@
     python -m repro.ar_study --profile tiny
 
 Both runs fine-tune `ar_study.student` with TRL's SFTTrainer and peft through repro.train.sft (rank 16, 3 epochs
-in §2.2; the rest of `ar_study.sft` is ours, D83). Each run directory resumes from its last checkpoint and is
-reused when its configuration (student, examples, settings) is unchanged.
+in §2.2; the rest of `ar_study.sft` is ours, D83), one after the other in the worker processes of one launch of
+`ar_study.sft.accelerate_config`. Each run directory resumes from its last checkpoint and is reused when its
+configuration (student, examples, settings, process count) is unchanged.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from repro.ar_study.teacher import synthesize, teacher_rows, verdict_counts
 from repro.assets import resolve
 from repro.config import Profile
 from repro.io import fingerprint, model_fingerprint, write_json, write_jsonl
-from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
+from repro.train.sft import LoRARun, fitting_examples, train_lora
 
 
 def build_sft_sets(cfg: Profile, progress: bool = True) -> dict[str, list[dict]]:
@@ -39,8 +40,8 @@ def build_sft_sets(cfg: Profile, progress: bool = True) -> dict[str, list[dict]]
     return sets
 
 
-def train_variant(cfg: Profile, variant: str, examples: list[dict], progress: bool = True) -> Path:
-    """Fine-tune (or reuse, or resume) one variant; returns its adapter directory."""
+def variant_run(cfg: Profile, variant: str, examples: list[dict]) -> LoRARun:
+    """One variant's LoRA run: its examples that fit `ar_study.sft.max_length`, in its run directory."""
     sft = cfg.ar_study.sft
     model = resolve(cfg.ar_study.student, cfg.name)
     fitting, dropped = fitting_examples([{k: e[k] for k in ("prompt", "completion")} for e in examples],
@@ -51,13 +52,13 @@ def train_variant(cfg: Profile, variant: str, examples: list[dict], progress: bo
               "model": model_fingerprint(model), "dtype": cfg.models.dtype, "seed": cfg.seed,
               "sft": dataclasses.asdict(sft), "examples": fingerprint(fitting), "n_examples": len(fitting),
               "dropped_too_long": dropped}
-    root = run_dir(cfg.name, variant)
-    return fit_lora_sft(model, fitting, sft_args(cfg, sft, root / "checkpoints", progress), sft, root, config)
+    return LoRARun("ar_study.sft", "sft", model, fitting, run_dir(cfg.name, variant), config)
 
 
 def train_variants(cfg: Profile, progress: bool = True) -> dict[str, Path]:
-    """The whole data stage of the study; returns each variant's adapter directory."""
+    """The whole data stage of the study (both runs in one launch); returns each variant's adapter directory."""
     if cfg.ar_study is None:
         raise ValueError(f"profile {cfg.name} has no ar_study section")
     sets = build_sft_sets(cfg, progress)
-    return {variant: train_variant(cfg, variant, sets[variant], progress) for variant in VARIANTS}
+    adapters = train_lora(cfg, [variant_run(cfg, variant, sets[variant]) for variant in VARIANTS], progress)
+    return dict(zip(VARIANTS, adapters, strict=True))

@@ -41,7 +41,7 @@ from repro.metrics import f1
 from repro.preflight import require
 from repro.prompts import chat_messages, format_passages, passage_title_and_text
 from repro.retrieval.quality import read_contexts
-from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
+from repro.train.sft import LoRARun, fitting_examples, train_lora
 
 # FilCo's M_ctx instruction for NQ, TQA and HotpotQA (zorazrw/filco convert_dataset.py, MCTX_INSTR_MAP), followed
 # by its "question: …" / "context: …" input (get_inputs.py, prefix_format "{}: {}").
@@ -144,9 +144,7 @@ def train_filco(cfg: Profile, root: str | Path | None = None, *, progress: bool 
     config = {"extractor": cfg.models.extractor, "model": model_fingerprint(model), "dtype": cfg.models.dtype,
               "seed": cfg.seed, "filco": dataclasses.asdict(filco), "examples": fingerprint(sft_examples),
               "n_examples": len(examples), "dropped_too_long": dropped}
-    run = root / "filter"
-    return fit_lora_sft(model, sft_examples, sft_args(cfg, filco, run / "checkpoints", progress), filco, run,
-                            config)
+    return train_lora(cfg, [LoRARun("filco", "sft", model, sft_examples, root / "filter", config)], progress)[0]
 
 
 class FilCoFilter(PromptedRefiner):

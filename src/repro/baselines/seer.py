@@ -33,10 +33,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from datasets import Dataset
 from tqdm.auto import tqdm
 from transformers import AutoTokenizer
-from trl import DPOConfig, DPOTrainer
 
 from repro.assets import resolve
 from repro.config import Profile, SEERConfig, load_profile
@@ -56,7 +54,7 @@ from repro.preflight import require
 from repro.prompts import chat_messages, passages_document, qa_messages
 from repro.retrieval.encoders import TextEncoder
 from repro.retrieval.quality import read_contexts
-from repro.train.sft import example_length, fit_in_run_dir, lora_config, trainer_arguments
+from repro.train.sft import LoRARun, example_length, train_lora
 
 # D71: SEER's extraction prompt is not public offline; ours asks for the three properties its experts reward.
 SEER_TEMPLATE = (
@@ -279,23 +277,39 @@ def extractor_adapter(cfg: Profile) -> Path:
     return path
 
 
+def candidate_pools(cfg: Profile) -> tuple[ModelPool, ModelPool]:
+    """(the sampler's pool, the answerer's). The sampler runs where the studies generate: `evaluation.backend` with
+    `evaluation.options` (vLLM on the paper profiles, over every GPU with `data_parallel`). The answerer's
+    log-likelihoods read its logits, so it stays on transformers, in the same pool when that is the studies' backend
+    (the CPU profiles: one pool, as before)."""
+    ev = cfg.evaluation
+    sampling = ModelPool(ev.backend, cfg.models.inference, progress=False, options=ev.options)
+    if ev.backend == "transformers":
+        return sampling, sampling
+    return sampling, ModelPool("transformers", cfg.models.inference, progress=False)
+
+
 def candidate_records(cfg: Profile, rows: Sequence[dict], path: Path, progress: bool = True) -> list[dict]:
     """Stages 1-2 on `rows` with the profile's models: the sampler (models.extractor), the QA generator (with its
-    LoRA adapter when the evaluation answers with it) and the sentence encoder; resumable in `path`."""
+    LoRA adapter when the evaluation answers with it) and the sentence encoder; resumable in `path`. Their engines
+    end when it returns, before the DPO run needs the GPUs."""
     seer = cfg.seer
-    pool = ModelPool("transformers", cfg.models.inference, progress=False)
-    sampler, sampler_id = pool.get(resolve(cfg.models.extractor, cfg.name))
-    adapter = qa_adapter(cfg)
-    answerer, answerer_id = pool.get(resolve(cfg.models.generator, cfg.name), str(adapter) if adapter else None)
-    encoder_ref = resolve(seer.similarity_model, cfg.name) if seer.conciseness == "similarity" else None
-    assessor = Assessor(answerer, TextEncoder(encoder_ref, "mean", normalize=True) if encoder_ref else None, seer)
-    params = sampling_params(seer, cfg.seed)
-    config = {"rows": fingerprint(list(rows)), "sampler": sampler_id, "answerer": answerer_id,
-              "encoder": model_fingerprint(encoder_ref) if encoder_ref else None, "template": SEER_TEMPLATE,
-              "sampling": dataclasses.asdict(params),
-              "assessment": {k: getattr(seer, k) for k in ("dedup_threshold", "conciseness")}}
-    store = RecordFile(path, config, required=CANDIDATE_FIELDS)
-    return scored_candidates(rows, sampler, assessor, params, store, seer.chunk_size, progress)
+    sampling, scoring = candidate_pools(cfg)
+    with sampling, scoring:
+        sampler, sampler_id = sampling.get(resolve(cfg.models.extractor, cfg.name))
+        adapter = qa_adapter(cfg)
+        answerer, answerer_id = scoring.get(resolve(cfg.models.generator, cfg.name), str(adapter) if adapter else None)
+        encoder_ref = resolve(seer.similarity_model, cfg.name) if seer.conciseness == "similarity" else None
+        assessor = Assessor(answerer, TextEncoder(encoder_ref, "mean", normalize=True) if encoder_ref else None, seer)
+        params = sampling_params(seer, cfg.seed)
+        config = {"rows": fingerprint(list(rows)), "sampler": sampler_id, "answerer": answerer_id,
+                  "encoder": model_fingerprint(encoder_ref) if encoder_ref else None, "template": SEER_TEMPLATE,
+                  "sampling": dataclasses.asdict(params),
+                  "assessment": {k: getattr(seer, k) for k in ("dedup_threshold", "conciseness")}}
+        if sampling.backend != "transformers":  # other samples; the CPU profiles' fingerprint stays as it was
+            config["sampler_backend"] = sampling.backend
+        store = RecordFile(path, config, required=CANDIDATE_FIELDS)
+        return scored_candidates(rows, sampler, assessor, params, store, seer.chunk_size, progress)
 
 
 def train_seer(cfg: Profile, root: str | Path | None = None, *, progress: bool = True) -> Path:
@@ -326,18 +340,14 @@ def train_seer(cfg: Profile, root: str | Path | None = None, *, progress: bool =
     config = {"extractor": cfg.models.extractor, "model": model_fingerprint(extractor), "dtype": cfg.models.dtype,
               "seed": cfg.seed, "seer": dataclasses.asdict(seer), "pairs": fingerprint(pairs),
               "n_pairs": len(pairs), "dropped_too_long": len(examples) - len(fitting)}
-    return align_with_dpo(extractor, pairs, cfg, seer, root / "extractor", config, progress)
+    return align_with_dpo(cfg, extractor, pairs, root / "extractor", config, progress)
 
 
-def align_with_dpo(model: str, pairs: list[dict], cfg: Profile, seer: SEERConfig, run: Path, config: dict,
-                   progress: bool = True) -> Path:
+def align_with_dpo(cfg: Profile, model: str, pairs: list[dict], run: Path, config: dict, progress: bool = True) -> Path:
     """Stage 3: DPO of a LoRA adapter on `model` over preference `pairs` ({"prompt", "chosen", "rejected"}) in run
-    directory `run` (reused or resumed, repro.train.sft.fit_in_run_dir); the reference is the adapter-free model."""
-    args = DPOConfig(**trainer_arguments(cfg, seer, run / "checkpoints", progress), beta=seer.beta)
-    return fit_in_run_dir(
-        lambda: DPOTrainer(model=model, args=args, train_dataset=Dataset.from_list(pairs),
-                           processing_class=AutoTokenizer.from_pretrained(model), peft_config=lora_config(seer)),
-        run, config)
+    directory `run`, in the worker processes of `seer.accelerate_config` (reused or resumed,
+    repro.train.sft.train_lora); the reference is the adapter-free model."""
+    return train_lora(cfg, [LoRARun("seer", "dpo", model, pairs, run, config)], progress)[0]
 
 
 class SEERExtractor(PromptedRefiner):

@@ -10,6 +10,8 @@ Runs live in data/<profile>/train/ablation/<subset>/ (resumable like the main ru
 prediction files in data/<profile>/predictions/ablation_answer_rewards/<dataset>/<subset>.jsonl. A subset whose run
 would repeat the main one (`repro.config.is_main_run`: the reference row on the paper profiles) reuses the main run's
 extractor, data/<profile>/train/eviomni/extractor: Table 3's reference row is Table 2's EviOmni, as in the paper (D165).
+With `ablation: null` the stage trains and evaluates nothing: both directories get a study.json saying the table was not
+requested, and the notebook's tables hold the paper's rows only.
 """
 
 from __future__ import annotations
@@ -21,8 +23,9 @@ import pandas as pd
 from repro.config import Profile, is_main_run
 from repro.data import layout
 from repro.evaluation.records import read_records
-from repro.evaluation.tables import summarize
+from repro.evaluation.tables import SUMMARY_COLUMNS, summarize
 from repro.evaluation.trained_extractors import compare_with_reference, evaluate_extractors, main_run
+from repro.io import write_json
 from repro.train.logs import TrainRun
 from repro.train.run import train_extractor
 
@@ -30,6 +33,7 @@ STUDY = "ablation_answer_rewards"
 ANSWER_LABELS = {"rationale": "Rationale", "evidence": "Evidence", "full": "Full Ctx"}  # the paper's row names
 LABEL_ORDER = ("evidence", "rationale", "full")  # "Evidence+Rationale+Full Ctx", as Table 3 writes them
 ALL_ANSWERS = frozenset(ANSWER_LABELS)
+FILE_COLUMNS = ["subset", "dataset", "path"]
 
 
 def subset_label(subset: Sequence[str]) -> str:
@@ -60,10 +64,14 @@ def trained_run(cfg: Profile, subset: Sequence[str]) -> TrainRun:
 def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     """Train (or resume, or reuse) the extractor of every subset of `cfg.ablation` (the main run's where
     `is_main_run`), then evaluate each on its test sets with the profile's QA generator
-    (repro.evaluation.trained_extractors); one row per prediction file."""
+    (repro.evaluation.trained_extractors); one row per prediction file (none with `ablation: null`)."""
     ab = cfg.ablation
+    record = {"requested": ab is not None, "subsets": [subset_name(s) for s in ab.subsets] if ab else []}
+    for directory in (layout.train_run_dir(cfg.name, "ablation"), layout.profile_dir(cfg.name) / "predictions" / STUDY):
+        write_json(directory / "study.json", record)  # the stage's outputs exist even when it is not requested
     if ab is None:
-        raise ValueError(f"profile {cfg.name} has no ablation section")
+        print(f"profiles.{cfg.name}.ablation is null: Table 3 is not requested", flush=True)
+        return pd.DataFrame(columns=FILE_COLUMNS)
     runs = {subset_name(s): trained_run(cfg, s) for s in ab.subsets}
     labels = {subset_name(s): subset_label(s) for s in ab.subsets}
     files = evaluate_extractors(cfg, runs, STUDY, ab, progress, labels)
@@ -72,8 +80,9 @@ def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:
 
 def summarize_ablation(files: pd.DataFrame) -> pd.DataFrame:
     """n, EM, F1 (×100) and CR of every prediction file of the ablation."""
+    columns = ["subset", "dataset", *(c for c in SUMMARY_COLUMNS if c not in ("dataset", "method", "group"))]
     return pd.DataFrame([{"subset": f.subset, "dataset": f.dataset, **summarize(read_records(f.path))}
-                         for f in files.itertuples(index=False)])
+                         for f in files.itertuples(index=False)], columns=columns)
 
 
 def table3(summary: pd.DataFrame, labels: dict[str, str] | None = None, paper: pd.DataFrame | None = None,

@@ -12,7 +12,7 @@ def make_generator(backend: str, model: str, **kwargs) -> Generator:
 
     kwargs go to the backend's constructor: `TransformersGenerator` (adapter, dtype, attn_implementation, device,
     progress), `VLLMGenerator` (adapter, dtype, tensor_parallel_size, gpu_memory_utilization, max_model_len,
-    max_lora_rank, enable_lora, enforce_eager, kv_cache_memory_bytes, cpu_reserved_cores, progress) or
+    max_lora_rank, enable_lora, enforce_eager, kv_cache_memory_bytes, cpu_reserved_cores, data_parallel, progress) or
     `OpenAIClientGenerator` (base_url, api_key, api_key_env, max_workers, timeout, max_retries, backoff, progress).
     Backends are imported only when chosen.
     """

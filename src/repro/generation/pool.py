@@ -6,8 +6,11 @@
 On the transformers backend there is one generator per (model, adapter), the adapter merged into its own copy.
 On vLLM there is one engine per base model: its adapters are LoRA requests on that engine (`VLLMGenerator.
 with_adapter`), and `options` (memory share, `max_model_len`, tensor parallel size, `enforce_eager`, ...) come from
-the profile, for every model or (`get(..., options=)`) for one. The `openai` backend's generators are clients of a
-served model. `release(model)` ends one model's engine before another is started; `close()` ends them all.
+the profile, for every model or (`get(..., options=)`) for one. With `data_parallel` ("auto": one replica per
+`tensor_parallel_size` visible GPUs) that engine is a set of replicas in worker processes, each answering a
+contiguous slice of every call's prompts; its adapters are still LoRA requests, sent to every replica. The `openai`
+backend's generators are clients of a served model. `release(model)` ends one model's engine (all its replicas)
+before another is started; `close()` ends them all.
 """
 
 from __future__ import annotations

@@ -4,15 +4,27 @@ version) on the reference machine. vLLM is imported lazily, when this backend is
 One engine per base model: `VLLMGenerator.with_adapter` serves further LoRA adapters of the same model from the
 engine that is already loaded (one `LoRARequest` each), and `close()` shuts the engine's processes down and
 releases its memory before another engine is started.
+
+`data_parallel` starts that engine as replicas instead, one per worker process pinned to its GPUs
+(`EngineReplicas`); each call's prompts are cut into contiguous slices, one per replica, and the completions come
+back in input order (`repro.sharding`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import itertools
 import os
+import socket
+import subprocess
+import sys
+import traceback
+import weakref
+from multiprocessing.connection import Connection
 
+from repro import sharding
 from repro.generation.base import GenerationParams, Generator, Prompt
 from repro.generation.prompting import encode
 
@@ -32,24 +44,32 @@ class VLLMGenerator(Generator):
     (CPU build) is how many cores the engine keeps for its scheduler process; None leaves vLLM's default (one per
     worker), which on a 2-core machine leaves the worker one core. 0 lets the worker compute on every core: held-out
     scoring on `tiny` ran 1.8x faster end to end (D171).
+
+    `data_parallel` ("auto", N, or None = 1) starts the engine as that many replicas (`EngineReplicas`), each with
+    these arguments on its own `tensor_parallel_size` GPUs ("auto": every visible GPU is used). Every request
+    carries the call's seed and replicas share nothing, so the completions are one engine's, in input order (up to
+    the rounding that batch composition causes on GPUs, to which one engine's outputs are as exposed).
     """
 
     def __init__(self, model: str, *, adapter: str | None = None, dtype: str = "auto",
                  tensor_parallel_size: int = 1, gpu_memory_utilization: float = 0.9,
                  max_model_len: int | None = None, max_lora_rank: int = 16, enable_lora: bool | None = None,
                  enforce_eager: bool = False, kv_cache_memory_bytes: int | None = None,
-                 cpu_reserved_cores: int | None = None, progress: bool = True):
-        from vllm import LLM
-
+                 cpu_reserved_cores: int | None = None, data_parallel: int | str | None = None,
+                 progress: bool = True):
         enable_lora = adapter is not None if enable_lora is None else enable_lora
         if adapter is not None and not enable_lora:
             raise ValueError("an adapter needs enable_lora=True")
         lora = dict(enable_lora=True, max_lora_rank=max_lora_rank) if enable_lora else {}
-        with reserved_cpu_cores(cpu_reserved_cores):
-            self.llm = LLM(model=model, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
-                           gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
-                           enforce_eager=enforce_eager, kv_cache_memory_bytes=kv_cache_memory_bytes,
-                           trust_remote_code=False, **lora)
+        engine = dict(model=model, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
+                      gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
+                      enforce_eager=enforce_eager, kv_cache_memory_bytes=kv_cache_memory_bytes,
+                      trust_remote_code=False, **lora)
+        devices = sharding.replica_devices(data_parallel, tensor_parallel_size, cuda_visible_devices())
+        if len(devices) == 1:
+            self.llm = start_engine(engine, cpu_reserved_cores)
+        else:
+            self.llm = EngineReplicas(engine, devices, cpu_reserved_cores)
         self.tokenizer = self.llm.get_tokenizer()
         self.model, self.lora_enabled, self.progress = model, enable_lora, progress
         self._owner = True
@@ -79,7 +99,10 @@ class VLLMGenerator(Generator):
         llm, self.llm = self.llm, None
         if llm is None or not self._owner:
             return
-        llm.llm_engine.engine_core.shutdown()
+        if isinstance(llm, EngineReplicas):
+            llm.shutdown()
+        else:
+            llm.llm_engine.engine_core.shutdown()
         del llm
         gc.collect()
         release_device_memory()
@@ -105,6 +128,164 @@ class VLLMGenerator(Generator):
         if len(outputs) != len(prompts):
             raise RuntimeError(f"vLLM returned {len(outputs)} outputs for {len(prompts)} prompts")
         return [c.text for output in outputs for c in sorted(output.outputs, key=lambda c: c.index)]
+
+
+def start_engine(engine: dict, cpu_reserved_cores: int | None):
+    """`vllm.LLM(**engine)` in this process."""
+    from vllm import LLM
+
+    with reserved_cpu_cores(cpu_reserved_cores):
+        return LLM(**engine)
+
+
+def cuda_visible_devices() -> list[str]:
+    """The GPUs this process sees (see `sharding.visible_devices`)."""
+    import torch
+
+    return sharding.visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"), torch.cuda.device_count())
+
+
+@dataclasses.dataclass(frozen=True)
+class Completion:
+    """What `VLLMGenerator` reads of a vLLM `CompletionOutput`."""
+
+    index: int
+    text: str
+
+
+@dataclasses.dataclass(frozen=True)
+class RequestCompletions:
+    """What `VLLMGenerator` reads of a vLLM `RequestOutput`: its completions."""
+
+    outputs: list[Completion]
+
+
+class EngineReplicas:
+    """Replicas of one vLLM engine, each `vllm.LLM(**engine)` in a worker process of its own, started with
+    CUDA_VISIBLE_DEVICES set to `devices[r]` (unless None) so that it sees only its GPUs before anything imports
+    vLLM or CUDA. `generate` takes `vllm.LLM.generate`'s arguments: the requests are cut into contiguous slices, one
+    per replica, answered at the same time and returned in input order, each request with the call's
+    `SamplingParams` (and so its seed) and LoRA request.
+
+    A worker is a fresh interpreter (`subprocess`, not `multiprocessing`: nothing of the caller's main module is
+    re-imported, and vLLM may start its engine core as a child of it), talking over a socket pair. `shutdown()` ends
+    the workers; so does the interpreter's exit, and a worker whose parent is gone ends itself.
+    """
+
+    def __init__(self, engine: dict, devices: list[str | None], cpu_reserved_cores: int | None = None):
+        self.devices, self._connections, self._processes = list(devices), [], []
+        self._finalizer = weakref.finalize(self, _stop_replicas, self._connections, self._processes)
+        try:
+            for pinned in self.devices:
+                ours, theirs = socket.socketpair()
+                environment = dict(os.environ)
+                if pinned is not None:
+                    environment["CUDA_VISIBLE_DEVICES"] = pinned
+                with theirs:
+                    command = [sys.executable, "-c", REPLICA_MAIN, str(theirs.fileno())]
+                    self._processes.append(subprocess.Popen(command, env=environment, pass_fds=[theirs.fileno()]))
+                self._connections.append(Connection(ours.detach()))
+                self._connections[-1].send((engine, cpu_reserved_cores))
+            for rank in range(len(self.devices)):
+                self._raise_if_failed(rank, "start", *self._reply(rank, "start"))
+        except BaseException:
+            self.shutdown()
+            raise
+        from vllm.tokenizers import get_tokenizer
+
+        # the tokenizer vLLM's engine loads for `model` (`cached_tokenizer_from_config`, default mode)
+        self._tokenizer = get_tokenizer(engine["model"], trust_remote_code=False)
+
+    def get_tokenizer(self):
+        return self._tokenizer
+
+    def generate(self, requests: list, sampling_params, *, use_tqdm: bool = True,
+                 lora_request=None) -> list[RequestCompletions]:
+        if not self._processes:
+            raise RuntimeError("these vLLM replicas are shut down")
+        slices = sharding.split(requests, len(self._processes))
+        busy = [rank for rank, part in enumerate(slices) if part]
+        try:
+            for rank in busy:
+                self._connections[rank].send((slices[rank], sampling_params, use_tqdm, lora_request))
+            replies = {rank: self._reply(rank, "generate") for rank in busy}
+        except BaseException:  # a reply may still be in flight, and would answer the next call: end the replicas
+            self.shutdown()
+            raise
+        for rank, (status, value) in replies.items():  # every reply is read first: the replicas stay usable
+            self._raise_if_failed(rank, "generate", status, value)
+        texts = sharding.merge([replies[rank][1] if rank in replies else [] for rank in range(len(slices))],
+                               [len(part) for part in slices])
+        return [RequestCompletions([Completion(j, text) for j, text in enumerate(row)]) for row in texts]
+
+    def _where(self, rank: int) -> str:
+        return f"vLLM replica {rank} (CUDA_VISIBLE_DEVICES={self.devices[rank]})"
+
+    def _reply(self, rank: int, what: str) -> tuple[str, object]:
+        try:
+            return self._connections[rank].recv()
+        except EOFError:
+            code = self._processes[rank].wait()
+            raise RuntimeError(f"{self._where(rank)} exited with code {code} during {what}; its output is above") \
+                from None
+
+    def _raise_if_failed(self, rank: int, what: str, status: str, value) -> None:
+        if status == "error":
+            raise RuntimeError(f"{self._where(rank)} failed during {what}:\n{value}")
+
+    def shutdown(self) -> None:
+        """End every worker (and with it its engine)."""
+        self._finalizer()
+
+
+def _stop_replicas(connections: list[Connection], processes: list[subprocess.Popen], timeout: float = 60) -> None:
+    for connection in connections:
+        with contextlib.suppress(OSError):
+            connection.send(None)
+        connection.close()  # a worker still busy with a call sees EOF after it
+    for process in processes:
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    connections.clear()
+    processes.clear()
+
+
+# What a worker of `EngineReplicas` runs: the socket's file descriptor is its only argument.
+REPLICA_MAIN = "import sys; from repro.generation.vllm_backend import serve_replica; serve_replica(int(sys.argv[1]))"
+
+
+def serve_replica(descriptor: int) -> None:
+    """A worker of `EngineReplicas`: start the engine it is sent, then answer `generate` calls with each request's
+    completion texts in index order, until told to stop (None) or until the parent is gone."""
+    connection = Connection(descriptor)
+    engine, cpu_reserved_cores = connection.recv()
+    try:
+        llm = start_engine(engine, cpu_reserved_cores)
+    except BaseException:
+        connection.send(("error", traceback.format_exc()))
+        raise
+    try:
+        connection.send(("ready", None))
+        while (message := _next_call(connection)) is not None:
+            requests, sampling_params, use_tqdm, lora_request = message
+            try:
+                outputs = llm.generate(requests, sampling_params, use_tqdm=use_tqdm, lora_request=lora_request)
+                connection.send(("ok", [[c.text for c in sorted(output.outputs, key=lambda c: c.index)]
+                                        for output in outputs]))
+            except Exception:
+                connection.send(("error", traceback.format_exc()))
+    finally:
+        llm.llm_engine.engine_core.shutdown()
+
+
+def _next_call(connection: Connection):
+    try:
+        return connection.recv()
+    except EOFError:
+        return None
 
 
 RESERVED_CPU_VARIABLE = "VLLM_CPU_NUM_OF_RESERVED_CPU"

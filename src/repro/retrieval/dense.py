@@ -2,7 +2,8 @@
 
 The index is built by streaming the corpus in blocks of `encode_block` passages (encode, then add), so
 memory holds the index and one block of embeddings, never all embeddings; an index type that needs
-training (IVF) is trained on the first block.
+training (IVF) is trained on the first block. Passages are encoded on every visible GPU (`encoders.all_devices`),
+queries on one.
 """
 
 from __future__ import annotations
@@ -13,24 +14,29 @@ import numpy as np
 from repro.config import RetrieverConfig
 from repro.data.corpus import PassageStore, split_contents
 from repro.retrieval import faiss_index
-from repro.retrieval.encoders import TextEncoder
+from repro.retrieval.encoders import TextEncoder, all_devices
 
 
 class DenseRetriever:
-    def __init__(self, cfg: RetrieverConfig, query_model: str, passage_model: str | None = None):
+    def __init__(self, cfg: RetrieverConfig, query_model: str, passage_model: str | None = None,
+                 passage_devices: list[str] | None = None):
+        """`passage_devices`: where passages are encoded (default: every visible GPU, or the CPU)."""
         self.cfg = cfg
         self.query_encoder = TextEncoder(query_model, cfg.pooling, cfg.normalize, cfg.batch_size, cfg.dtype)
-        self._passage_model = passage_model
+        self._query_model, self._passage_model = query_model, passage_model
+        self._passage_devices = passage_devices
         self._passage_encoder: TextEncoder | None = None
         self.index: faiss.Index | None = None
 
     @property
     def passage_encoder(self) -> TextEncoder:
-        if self._passage_model is None:
-            return self.query_encoder
+        """Loaded on first use; the query encoder itself when the model is the same and so are the devices."""
         if self._passage_encoder is None:
-            cfg = self.cfg
-            self._passage_encoder = TextEncoder(self._passage_model, cfg.pooling, cfg.normalize, cfg.batch_size, cfg.dtype)
+            cfg, devices = self.cfg, self._passage_devices or all_devices()
+            if self._passage_model is None and list(devices) == self.query_encoder.devices:
+                return self.query_encoder
+            self._passage_encoder = TextEncoder(self._passage_model or self._query_model, cfg.pooling, cfg.normalize,
+                                                cfg.batch_size, cfg.dtype, devices)
         return self._passage_encoder
 
     def encode_passages(self, contents: list[str], progress: bool = True, desc: str = "encode passages") -> np.ndarray:

@@ -16,7 +16,7 @@ The policy starts from `repro.train.warmup.starting_policy(cfg)`: `models.extrac
 CPU profiles (D90). Re-running with the same configuration resumes from the last checkpoint (a killed run continues
 where it stopped); a different configuration discards the directory's checkpoints and starts afresh, as DVC would for
 a changed stage. With `train.accelerate_config` set, the run is launched in worker processes
-through `accelerate launch` (multi-GPU, DeepSpeed); otherwise it runs in this process.
+through `accelerate launch` (repro.train.launch: multi-GPU, DeepSpeed); otherwise it runs in this process.
 """
 
 from __future__ import annotations
@@ -25,15 +25,11 @@ import dataclasses
 import json
 import math
 import shutil
-import subprocess
-import sys
-import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
 import torch
-import yaml
 from accelerate import PartialState
 from datasets import Dataset
 from transformers import AutoTokenizer, TrainerCallback, TrainerState
@@ -49,6 +45,7 @@ from repro.rewards import REWARD_DESIGNS
 from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
 from repro.train.checkpoints import TRAINER_STATE, last_checkpoint, recorded_fingerprint
 from repro.train.data import split_rows, training_rows
+from repro.train.launch import PARAMS, launch, launch_dir
 from repro.train.logs import TrainRun
 from repro.train.lora_policy import merged_model, peft_config
 from repro.train.reward import EviOmniReward
@@ -237,13 +234,6 @@ def train_in_process(cfg: Profile, root: str | Path | None = None, *, answer_sub
                train_questions=questions, score_single_checkpoint=score_single_checkpoint)
 
 
-def write_profile(cfg: Profile, path: Path) -> None:
-    """`cfg` as a one-profile params file, so that worker processes load exactly this profile."""
-    body = json.loads(json.dumps({k: v for k, v in dataclasses.asdict(cfg).items() if k not in ("name", "eviomni")}))
-    path.write_text(yaml.safe_dump({"profile": cfg.name, "eviomni": cfg.eviomni, "profiles": {cfg.name: body}},
-                                   sort_keys=False))
-
-
 def cli_args(cfg: Profile, root: Path, params: Path, answer_subset: Sequence[str] | None,
              max_steps: int | None, score_single_checkpoint: bool = True) -> list[str]:
     args = ["--params", str(params), "--profile", cfg.name, "--run-dir", str(root)]
@@ -270,12 +260,8 @@ def train_extractor(cfg: Profile, root: str | Path | None = None, *, answer_subs
         return train_in_process(cfg, root, answer_subset=answer_subset, max_steps=max_steps,
                                 score_single_checkpoint=score_single_checkpoint)
     starting_policy(cfg)  # the format warm-up, if any, runs once, before any worker process starts
-    root.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=root.parent) as tmp:
-        params = Path(tmp) / "params.yaml"
-        write_profile(cfg, params)
-        command = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", str(accelerate_config),
-                   "-m", "repro.train", *cli_args(cfg, root, params, answer_subset, max_steps,
-                                                  score_single_checkpoint)]
-        subprocess.run(command, check=True)
+    with launch_dir(cfg) as tmp:
+        launch(accelerate_config, "repro.train",
+               cli_args(cfg, root, tmp / PARAMS, answer_subset, max_steps, score_single_checkpoint),
+               key=f"params.yaml: profiles.{cfg.name}.train.accelerate_config")
     return TrainRun(root)
