@@ -4,6 +4,7 @@ must still be needed."""
 
 from fnmatch import fnmatchcase
 
+import pytest
 import yaml
 from conftest import ROOT
 
@@ -18,7 +19,7 @@ ALLOWED = {
     "*.max_obs_tokens": SIZES, "*.max_completion_length": SIZES, "*.max_answer_length": SIZES,
     "train.dev_max_questions": SIZES, "agentic.n_items": SIZES, "seer.num_samples": SIZES,
     "ar_study.teacher.questions": SIZES, "released_check.questions": SIZES, "ar_study.sft.epochs": SIZES, "latency.queries": SIZES,
-    "latency.repetitions": SIZES, "latency.datasets*": SIZES, "ablation.subsets*": SIZES, "ablation.datasets*": SIZES,
+    "latency.repetitions": SIZES, "latency.datasets*": SIZES, "noise.counts*": SIZES, "noise.datasets*": SIZES, "ablation.subsets*": SIZES, "ablation.datasets*": SIZES,
     # hardware
     "*accelerate_config": CPU + " (two gloo processes; DeepSpeed has no CPU build in this environment)",
     "*options.gpu_memory_utilization": CPU, "*options.tensor_parallel_size": CPU, "*options.data_parallel": CPU,
@@ -63,3 +64,17 @@ def test_the_rehearsal_differs_from_paper_1p5b_only_where_allowed():
 
 def test_flatten_names_every_leaf():
     assert flatten({"a": {"b": [1, {"c": 2}]}, "d": None}) == {"a.b[0]": 1, "a.b[1].c": 2, "d": None}
+
+
+def test_the_scratch_copy_selects_the_rehearsal_and_a_failed_step_is_named(tmp_path):
+    from repro.rehearsal.run import Clock, RehearsalError, scratch_copy
+
+    scratch_copy(tmp_path)
+    params = yaml.safe_load((tmp_path / "params.yaml").read_text())
+    assert params["profile"] == "rehearsal" and (tmp_path / "dvc.yaml").is_file() and (tmp_path / ".git").is_dir()
+    assert not (tmp_path / ".venv").exists()  # ignored files stay behind
+    clock = Clock(tmp_path)
+    assert clock.run("echo", ["echo", "Running stage 'data':"]) == ["Running stage 'data':"]
+    assert [stage for stage, _ in clock.stages] == ["data", None] and "min  data" in clock.summary()
+    with pytest.raises(RehearsalError, match=r"^preflight: `false` exited with 1"):
+        clock.run("preflight", ["false"])

@@ -48,9 +48,11 @@ class Clock:
     """Runs the steps, streaming their output with the seconds since the start, and keeps each one's duration."""
 
     def __init__(self, workdir: Path):
-        self.workdir, self.start, self.steps, self.stages = workdir, time.monotonic(), [], []
+        self.workdir, self.start, self.steps = workdir, time.monotonic(), []
+        self.stages: list[tuple[str | None, float]] = []  # (stage, start); None: the end of a step's last stage
         self.env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                    "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+                    "DVC_NO_ANALYTICS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                    "VLLM_LOGGING_LEVEL": os.environ.get("VLLM_LOGGING_LEVEL", "WARNING")}
 
     def now(self) -> float:
         return time.monotonic() - self.start
@@ -66,6 +68,8 @@ class Clock:
                 print(f"[{self.now():7.1f} s] {line}", flush=True)
                 if match := STAGE_LINE.match(line):
                     self.stages.append((match.group(1), self.now()))
+        if self.stages and self.stages[-1][0] is not None:  # the step's last stage ends with it
+            self.stages.append((None, self.now()))
         self.steps.append((name, self.now() - started))
         if process.returncode:
             raise RehearsalError(f"{name}: `{' '.join(command)}` exited with {process.returncode} (output above)")
@@ -73,9 +77,8 @@ class Clock:
 
     def summary(self) -> str:
         rows = [f"{name:>12s}  {seconds / 60:5.2f} min" for name, seconds in self.steps]
-        ends = [start for _, start in self.stages[1:]] + [self.now()]
-        rows += [f"{'stage':>12s}  {(end - start) / 60:5.2f} min  {stage}" for (stage, start), end in
-                 zip(self.stages, ends)] if self.stages else []
+        rows += [f"{'stage':>12s}  {(end - start) / 60:5.2f} min  {stage}"
+                 for (stage, start), (_, end) in zip(self.stages, self.stages[1:]) if stage is not None]
         return "\n".join(rows + [f"{'total':>12s}  {self.now() / 60:5.2f} min"])
 
 
