@@ -202,6 +202,8 @@ def test_table1_overlap_and_exact_mcnemar_from_record_files(tmp_path):
     tests = mcnemar_table(files).iloc[0]
     assert tests["effect (points)"] == pytest.approx(60.0) and tests["p_value"] == pytest.approx(
         stats.mcnemar_test(m, n).p_value)
+    # 7 vs 1 of 10: Clopper-Pearson of 7/8 is [0.47349, 0.99684]; 8/10·(2θ − 1) in points: [−4.24, 79.49], p > 0.05
+    assert [tests["ci_low (points)"], tests["ci_high (points)"]] == pytest.approx([-4.2415, 79.4944], abs=1e-3)
     overlap = overlap_table(files).set_index("category")
     assert overlap["count"].to_dict() == {"M∧N": 2, "M∧¬N": 7, "¬M∧N": 1, "¬M∧¬N": 0}
     assert overlap["paper_percent"].isna().all()  # the paper gives Figure 2 numbers for HotpotQA only

@@ -143,6 +143,10 @@ def test_each_design_is_compared_with_eviomnis_reward_on_every_metric(files):
     assert list(mcnemar.index) == ["em", "ar_evidence", "nli_support"]  # F1 gets no McNemar
     assert mcnemar.loc["ar_evidence", "effect"] == pytest.approx(-50.0)  # points: 2/8 − 6/8
     assert mcnemar.loc["ar_evidence", "p_value"] == pytest.approx(2 * 0.5**4)  # 4 discordant pairs, all one way
+    # its exact interval: Clopper-Pearson of 0/4 is [0, 1 − 0.025^(1/4)], times 4/8 as 2θ − 1, in points
+    assert mcnemar.loc["ar_evidence", ["ci_low", "ci_high"]].tolist() == pytest.approx(
+        [-50.0, 50 * (1 - 2 * 0.025**0.25)])
+    assert set(tests[tests["test"] == "paired bootstrap"]["metric"]) == {"f1"}  # the bootstrap interval: F1 only
     assert mcnemar.loc["nli_support", "effect"] == pytest.approx(25.0)
     assert mcnemar.loc["nli_support", "p_value"] == pytest.approx(2 * 0.5**2)
     assert mcnemar.loc["em", "p_value"] == pytest.approx(1.0)

@@ -77,8 +77,8 @@ def test_paired_tests_on_the_same_items(files):
     tests = compare_methods(files, n_resamples=999)
     assert set(tests["a"]) == {"Prompted extraction"} and set(tests["b"]) == {"Zero"}
     em = tests[tests["metric"] == "em"]
-    assert len(em) == 3 and "McNemar (exact)" in set(em["test"])  # bootstrap, randomization, McNemar
-    assert em["effect"].tolist() == pytest.approx([0.0] * 3) and set(tests["n"]) == {3}
+    assert em["test"].tolist() == ["approximate randomization (two-sided)", "McNemar (exact)"]  # EM: no bootstrap
+    assert em["effect"].tolist() == pytest.approx([0.0] * 2) and set(tests["n"]) == {3}
     f1 = tests[(tests["metric"] == "f1") & (tests["test"] == "paired bootstrap")]
     assert f1["effect"].item() == pytest.approx(100 * (1.5 - 1.25) / 3)
     assert (tests["p_holm"] >= tests["p_value"]).all()
@@ -86,7 +86,10 @@ def test_paired_tests_on_the_same_items(files):
     subset = compare_methods(files, pairs=[("prompted_extractor", "zero")], where="answer_in_passages",
                              n_resamples=999)
     assert set(subset["n"]) == {2}
-    assert subset[subset["test"] == "paired bootstrap"].set_index("metric").loc["em", "effect"] == pytest.approx(50.0)
+    mcnemar = subset[subset["test"] == "McNemar (exact)"].set_index("metric").loc["em"]
+    assert mcnemar["effect"] == pytest.approx(50.0)
+    # 1 vs 0 discordant of 2: Clopper-Pearson of 1/1 is [0.025, 1], so 1/2·(2θ − 1) is [−47.5, 50] points
+    assert [mcnemar["ci_low"], mcnemar["ci_high"]] == pytest.approx([-47.5, 50.0])
 
 
 def test_extra_file_columns_such_as_the_noise_level_are_kept_and_plotted(files):

@@ -1,12 +1,15 @@
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from repro.stats import (
     approximate_randomization,
     compare_across_cells,
     compare_per_item,
     holm,
+    mcnemar_exact_interval,
     mcnemar_sample_size,
     mcnemar_test,
     min_sign_test_p,
@@ -64,8 +67,32 @@ def test_mcnemar_exact_hand_value():
     result = mcnemar_test(a, b)
     assert result.p_value == pytest.approx(2 * 0.5**10)
     assert result.effect == pytest.approx(0.5) and result.statistic == 0
+    # Clopper-Pearson of 10/10 is [0.025^(1/10), 1] = [0.69150, 1]; times 10/20 as 2θ − 1: [0.19150, 0.5]
+    assert (result.ci_low, result.ci_high) == pytest.approx((0.5 * (2 * 0.025**0.1 - 1), 0.5))
     with pytest.raises(ValueError, match="binary"):
         mcnemar_test([0.5, 1], [1, 0])
+
+
+def test_mcnemar_exact_interval_by_hand():
+    # 6 vs 1 discordant of 128: Clopper-Pearson of 6/7 is [0.42128, 0.99639], so 7/128·(2θ − 1) spans 0
+    assert mcnemar_exact_interval(6, 1, 128) == pytest.approx((7 / 128 * (2 * 0.4212768 - 1),
+                                                                7 / 128 * (2 * 0.9963897 - 1)))
+    assert mcnemar_exact_interval(6, 1, 128) == pytest.approx((-0.0086103, 0.0542926), abs=1e-6)
+    # 0 vs 4 of 8: θ's interval is [0, 1 − 0.025^(1/4)] = [0, 0.60236]; 4/8·(2θ − 1) = [−0.5, 0.10236]
+    assert mcnemar_exact_interval(0, 4, 8) == pytest.approx((-0.5, 0.5 * (2 * (1 - 0.025**0.25) - 1)))
+    assert mcnemar_exact_interval(0, 0, 5) == (0.0, 0.0)  # no discordant pair: no difference, no uncertainty
+    with pytest.raises(ValueError):
+        mcnemar_exact_interval(3, 3, 5)
+
+
+@settings(max_examples=300, deadline=None)
+@given(only_a=st.integers(0, 40), only_b=st.integers(0, 40), concordant=st.integers(0, 40))
+def test_the_mcnemar_interval_holds_zero_exactly_when_the_exact_test_does_not_reject(only_a, only_b, concordant):
+    a = [1] * only_a + [0] * only_b + [1] * concordant + [0, 1]
+    b = [0] * only_a + [1] * only_b + [1] * concordant + [0, 1]
+    result = mcnemar_test(a, b)
+    assert result.ci_low <= result.effect <= result.ci_high
+    assert (result.ci_low <= 0 <= result.ci_high) == (result.p_value >= 0.05)
 
 
 def test_holm_hand_values():
@@ -136,11 +163,13 @@ def test_compare_per_item_runs_every_test_and_corrects(scores):
     a, worse, _ = scores
     em_a, em_b = (a > 0.5).astype(float), (worse > 0.5).astype(float)
     table = compare_per_item({"em": em_a, "f1": a}, {"em": em_b, "f1": worse, "acc": worse}, n_resamples=500)
-    assert table[["metric", "test"]].values.tolist() == [
-        ["em", "paired bootstrap"], ["em", "approximate randomization (two-sided)"], ["em", "McNemar (exact)"],
+    assert table[["metric", "test"]].values.tolist() == [  # the 0/1 metric's interval is McNemar's, F1's bootstrap's
+        ["em", "approximate randomization (two-sided)"], ["em", "McNemar (exact)"],
         ["f1", "paired bootstrap"], ["f1", "approximate randomization (two-sided)"],
     ]
     assert table.loc[0, "effect"] == pytest.approx(em_a.mean() - em_b.mean())
+    assert table["ci_low"].notna().tolist() == [False, True, True, False]  # one interval per metric
+    assert table.loc[1, ["ci_low", "ci_high"]].tolist() == list(mcnemar_test(em_a, em_b).as_dict().values())[-2:]
     assert (table["p_holm"] >= table["p_value"]).all() and (table["p_holm"] < 0.05).all()
     with pytest.raises(ValueError, match="no metric in common"):
         compare_per_item({"em": em_a}, {"f1": a})

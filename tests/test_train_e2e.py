@@ -225,9 +225,13 @@ def test_held_out_scoring_matches_dev_selection_and_skips_the_selection_question
     pd.testing.assert_frame_equal(reused, items)
     check = warmup_recall_check(rows, items["rollout"].tolist(), ci_cfg.seed)
     assert check.items["ar_policy"].tolist() == items["ar_evidence"].tolist()
-    assert check.summary["ar_random"] == 1.0  # every sentence names Anna Berg<i>
+    assert items["answerable"].all() and check.items["answerable"].all()  # every passage names Anna Berg<i>
+    assert check.summary["subset"].tolist() == ["all", "answerable"]
+    assert (check.summary["ar_random"] == 1.0).all()  # every sentence names Anna Berg<i>
     table = compare_policies(items, items)
-    assert table["difference"].tolist() == [0.0] * 3 and table["p_value"].tolist() == [1.0] * 3
+    assert table["subset"].tolist() == ["all"] * 3 + ["answerable"] * 3
+    assert table["difference"].tolist() == [0.0] * 6 and table["p_value"].tolist() == [1.0] * 6
+    assert table["ci_low"].tolist() == table["ci_high"].tolist() == [0.0] * 6  # no discordant pair, no F1 difference
 
 
 @pytest.mark.vllm

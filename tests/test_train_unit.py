@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from transformers import AutoTokenizer, TrainerControl, TrainerState
 from trl import GRPOConfig
 
-from repro import metrics, prompts, rewards, tags
+from repro import metrics, prompts, rewards, stats, tags
 from repro.config import ConfigError, RewardsConfig, TrainConfig, load_profile, profile_names
 from repro.data.answers import AnswerSentence, first_answer_sentence
 from repro.data.sentences import passage_sentences, random_sentence
@@ -24,7 +24,7 @@ from repro.io import InputError
 from repro.train.checkpoints import last_checkpoint
 from repro.train.data import extraction_row
 from repro.train.logs import StepLog, read_log, train_log_row
-from repro.train.figures import rolling_band
+from repro.train.figures import plot_training_dynamics, rolling_band
 from repro.train.heldout import compare_policies, heldout_rows
 from repro.train.recall_check import compare_recall, recall_items
 from repro.train.reward import EviOmniReward, score_rollout
@@ -293,14 +293,28 @@ def test_the_recall_check_pairs_the_policys_extract_with_the_random_sentence_by_
     assert items["ar_random_expected"].tolist() == [2 / 5] * 8  # 2 of the 5 sentences hold Eiffel
 
     items = recall_items(rows, [bad] * 8, seed=0)
-    summary = compare_recall(items)
+    assert items["answerable"].all()
+    summary = compare_recall(items).set_index("subset").loc["all"]
     ones = int(sum(holds))  # the random sentence recalls, the policy never does: all pairs are discordant that way
     assert summary["policy_only"] == 0 and summary["random_only"] == ones > 0
     assert summary["ar_difference"] == pytest.approx(-ones / 8)
     assert summary["mcnemar_p"] == pytest.approx(min(1.0, 2 * 0.5 ** ones))  # exact binomial, two-sided
     assert summary["format_rate"] == summary["extract_rate"] == 1.0 and summary["questions"] == 8
-    assert summary["ci_low"] <= summary["ar_difference"] <= summary["ci_high"] <= 0
+    # the exact interval: Clopper-Pearson of 0/ones is [0, 1 − 0.025^(1/ones)], times ones/8 as 2θ − 1
+    assert [summary["ci_low"], summary["ci_high"]] == pytest.approx(
+        [-ones / 8, ones / 8 * (1 - 2 * 0.025 ** (1 / ones))])
     assert summary["words_policy"] == 4.0
+
+    unanswerable = [{**row, "golden_answers": ["Oslo"]} if i >= 6 else row for i, row in enumerate(rows)]
+    items = recall_items(unanswerable, [bad] * 8, seed=0)
+    assert items["answerable"].tolist() == [True] * 6 + [False] * 2  # "Oslo" is in no passage
+    summary = compare_recall(items).set_index("subset")
+    first_six = int(sum(holds[:6]))
+    assert summary["questions"].tolist() == [8, 6] and summary["random_only"].tolist() == [first_six] * 2
+    assert summary["ar_difference"].tolist() == pytest.approx([-first_six / 8, -first_six / 6])  # 8 dilutes it
+    assert summary.loc["answerable", ["ci_low", "ci_high"]].tolist() == pytest.approx(
+        stats.mcnemar_exact_interval(0, first_six, 6))
+    assert compare_recall(items.iloc[5:])["subset"].tolist() == ["all"]  # one answerable question: no subset row
     with pytest.raises(ValueError, match="8 questions but 1 rollouts"):
         recall_items(rows, [bad], seed=0)
 
@@ -428,15 +442,33 @@ def test_rolling_band_is_the_window_mean_and_its_standard_error_by_hand():
     assert band["low"].tolist() == pytest.approx([-0.48, -0.131607, 0.006051, 0.08], abs=1e-6)
     single = rolling_band(pd.Series([0.3]), 5)
     assert single["mean"].tolist() == [0.3] and single["low"].isna().all()  # no band from one point
+    bounded = rolling_band(pd.Series([0.0, 0.0, 1.0, 1.0]), 3, (0.0, 1.0))  # F1 rewards: the band stays in [0, 1]
+    # windows {0,0} {0,0,1} {0,1,1} {1,1}: half-width 1.96·√(1/3)/√3 = 1.96/3 on the middle ones, around 1/3 and 2/3
+    assert bounded["low"].tolist() == pytest.approx([0.0, 0.0, 2 / 3 - 1.96 / 3, 1.0])  # not 1/3 − 1.96/3 < 0
+    assert bounded["high"].tolist() == pytest.approx([0.0, 1 / 3 + 1.96 / 3, 1.0, 1.0])  # not 2/3 + 1.96/3 > 1
+    assert rolling_band(pd.Series([0.0, 1.0, 2.0, 6.0]), 3, (0.0, None))["low"].tolist() == pytest.approx(
+        [0.0, 0.0, 0.006051, 0.08], abs=1e-6)  # lengths: only the lower bound
+
+
+def test_figure_4s_bands_stay_within_the_bounds_of_rewards_and_lengths():
+    spiky = [0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 1.0]  # mean ± 1.96 SE would leave [0, 1] on both sides
+    log = pd.DataFrame({"f1_full": spiky, "f1_rationale": spiky, "f1_evidence": spiky,
+                        "len_reason": [0, 0, 0, 30, 0, 0, 0, 0], "len_extract": 5.0, "len_answer": 1.0},
+                       index=range(1, 9))
+    rewards, lengths = (np.concatenate([band.get_paths()[0].vertices[:, 1] for band in ax.collections])
+                        for ax in plot_training_dynamics(log, smooth=3).axes)
+    assert 0.0 <= rewards.min() and rewards.max() <= 1.0 and lengths.min() >= 0.0
+    assert lengths.max() == pytest.approx(10 * (1 + 1.96))  # windows around the 30: mean 10 = SE; no upper bound
 
 
 def test_the_held_out_comparison_pairs_the_two_policies_by_hand():
     ids = ["a", "b", "c", "d"]
-    start = pd.DataFrame({"id": ids, "f1_evidence": [0, 0.5, 0, 1], "ar_evidence": [0, 1, 0, 0],
-                          "reward_format": [0, 1, 1, 0]})
-    trained = pd.DataFrame({"id": ids, "f1_evidence": [1, 0.5, 0.5, 1], "ar_evidence": [1, 1, 1, 0],
-                            "reward_format": [1, 1, 1, 1]})
-    table = compare_policies(start, trained).set_index("metric")
+    start = pd.DataFrame({"id": ids, "answerable": [True, True, True, False], "f1_evidence": [0, 0.5, 0, 1],
+                          "ar_evidence": [0, 1, 0, 0], "reward_format": [0, 1, 1, 0]})
+    trained = start.assign(f1_evidence=[1, 0.5, 0.5, 1], ar_evidence=[1, 1, 1, 0], reward_format=[1, 1, 1, 1])
+    both = compare_policies(start, trained)
+    assert both["subset"].tolist() == ["all"] * 3 + ["answerable"] * 3
+    table = both[both["subset"] == "all"].set_index("metric")
     assert table["start"].tolist() == [0.375, 0.25, 0.5] and table["trained"].tolist() == [0.75, 0.75, 1.0]
     assert table["difference"].tolist() == [0.375, 0.5, 0.5]
     assert table.loc["ar_evidence", ["trained_only", "start_only"]].tolist() == [2, 0]
@@ -445,6 +477,14 @@ def test_the_held_out_comparison_pairs_the_two_policies_by_hand():
     assert table["p_value"].tolist() == pytest.approx([0.5, 0.5, 0.5])
     assert table["p_holm"].tolist() == pytest.approx([1.0, 1.0, 1.0])
     assert table["test"].tolist() == ["approximate randomization (two-sided)", "McNemar (exact)", "McNemar (exact)"]
+    # the binary rows' interval is the exact one: Clopper-Pearson of 2/2 is [√0.025, 1], times 2/4 as 2θ − 1
+    assert table.loc["ar_evidence", ["ci_low", "ci_high"]].tolist() == pytest.approx([0.5 * (2 * 0.025**0.5 - 1), 0.5])
+    answerable = both[both["subset"] == "answerable"].set_index("metric")  # the 3 questions with an answer to find
+    assert (answerable["questions"] == 3).all()
+    assert answerable["difference"].tolist() == pytest.approx([0.5, 2 / 3, 1 / 3])
+    assert answerable.loc["reward_format", ["trained_only", "start_only"]].tolist() == [1, 0]
+    one = compare_policies(start.assign(answerable=[True, False, False, False]), trained)
+    assert set(one["subset"]) == {"all"}  # one answerable question: no subset to test
     with pytest.raises(ValueError, match="different questions"):
         compare_policies(start, trained.iloc[::-1])
 

@@ -416,17 +416,20 @@ class PolicyLoRAConfig:
 
 
 WarmupTargets = typing.Literal["format_only", "string_inclusion"]
+WarmupAnswers = typing.Literal["model", "span"]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FormatWarmupConfig(LoRASFTConfig):
     """A LoRA SFT of the policy on rollouts in the exact format before GRPO (repro.train.warmup, D90): a stand-in for
     the instruction following of the paper's 1.5B/7B models, which the 135M CPU model lacks. The adapter is merged.
-    `targets`: format_only (a seeded random sentence and a span of it, blind to the golden answers; D141) or
-    string_inclusion (the sentence holding a golden answer and that answer: the supervision GRPO should learn; D142)."""
+    `targets`: format_only (a seeded random sentence, blind to the golden answers; D141) or string_inclusion (the
+    sentence holding a golden answer and that answer: the supervision GRPO should learn; D142). `answers`, for
+    format_only: the base model's own greedy answer after the target's extract (D189) or a span of the sentence (D141)."""
 
     section: typing.ClassVar[str] = "train.format_warmup"
     targets: WarmupTargets = "format_only"
+    answers: WarmupAnswers = "model"
     split: str = "train"  # of train.dataset
     max_train_questions: int = 32  # a seeded subset (string_inclusion: of the questions whose passages hold an answer)
     max_length: int = 1024
@@ -584,6 +587,21 @@ class LengthTuningConfig:
             raise ConfigError("length_tuning: tau and gamma need distinct values")
         if min(self.tau) <= 0 or min(self.gamma) < 0 or self.max_steps < 1:
             raise ConfigError("length_tuning: need tau > 0, gamma >= 0 and max_steps >= 1")
+
+
+@dataclasses.dataclass(frozen=True)
+class EvidenceConfig:
+    """Issue #31's CPU evidence experiment (docs/cpu-evidence.md). Its gate (repro.train.evidence_gate): greedy o_e
+    from a sentence holding a golden answer against one holding none, on `gate_questions` training questions; it
+    passes when the F1 contrast is at least `gate_min_contrast` and its 95% interval excludes 0 (decided before the
+    run)."""
+
+    gate_questions: int = 64
+    gate_min_contrast: float = 0.05
+
+    def __post_init__(self):
+        if self.gate_questions < 2 or not 0 < self.gate_min_contrast <= 1:
+            raise ConfigError("evidence: need gate_questions >= 2 and 0 < gate_min_contrast <= 1")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -861,6 +879,7 @@ class Profile:
     ablation: AblationConfig | None = None  # Table 3 (repro.evaluation.ablation; None: not run, "not requested")
     reward_designs: RewardDesignsConfig | None = None  # issue #18 (repro.evaluation.reward_designs; None: not run)
     length_tuning: LengthTuningConfig | None = None  # τ, γ on a dev grid (repro.train.length_tuning; None: not run)
+    evidence: EvidenceConfig | None = None  # issue #31's experiment (repro.train.evidence_gate; None: not run)
     distractor: DistractorConfig | None = None  # Tables 9-10 (repro.evaluation.study)
     noise_robustness: NoiseRobustnessConfig | None = None  # Figure 5 (repro.evaluation.study)
     baselines: BaselinesConfig | None = None  # Table 2's VAR baselines (repro.baselines)

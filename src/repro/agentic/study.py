@@ -270,8 +270,9 @@ def condition_pairs(conditions: Sequence[str]) -> list[tuple[str, str]]:
 
 def compare_conditions(summary: pd.DataFrame, out_dir: str | Path, n_resamples: int = 10_000,
                        seed: int = 0) -> pd.DataFrame:
-    """Every pair of conditions on the same items of each agent × dataset: paired bootstrap CI and approximate
-    randomization on EM and on the number of searches, exact McNemar on EM (repro.stats, D21). `effect` is
+    """Every pair of conditions on the same items of each agent × dataset: approximate randomization on EM and on the
+    number of searches, exact McNemar on EM with its exact 95% interval, a paired bootstrap 95% interval (BCa) on the
+    searches (`repro.stats.compare_per_item`, D21). `effect` is
     condition − baseline (EM in points); `p_holm` is Holm-corrected (statsmodels) across all rows of the table, so
     across the pairs, metrics, tests, agents and datasets."""
     rows = []

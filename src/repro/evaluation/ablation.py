@@ -110,5 +110,6 @@ def em_scores(entry: dict) -> dict[str, dict[str, float]]:
 def compare_subsets(files: pd.DataFrame, reference: str = subset_label(ALL_ANSWERS), n_resamples: int = 10_000,
                     seed: int = 0) -> pd.DataFrame:
     """Each subset against `reference` (all three answers, the paper's setting) on the same questions of each
-    dataset: EM differences in points with McNemar, randomization and bootstrap (repro.stats), Holm across rows."""
+    dataset: EM differences in points with exact McNemar and its exact 95% interval, and approximate randomization
+    (repro.stats), Holm across rows."""
     return compare_with_reference(files, "subset", reference, em_scores, n_resamples=n_resamples, seed=seed)

@@ -102,30 +102,31 @@ def plot_reading_check(summary: pd.DataFrame, title: str = "") -> plt.Figure:
 
 
 DESIGN_METRICS = {"em": "EM", "f1": "F1", "ar_evidence": "evidence AR", "nli_support": "NLI support"}
+INTERVAL_TESTS = ("McNemar (exact)", "paired bootstrap")  # the rows of repro.stats.compare_per_item with an interval
 
 
 def plot_reward_designs(tests: pd.DataFrame, title: str = "") -> plt.Figure:
-    """Each design's difference from the reference design in points with its 95% paired bootstrap CI (the rows of
-    repro.evaluation.reward_designs.compare_designs), one panel per metric, one colour per dataset; the dotted line
-    is no difference."""
-    boot = tests[tests["test"] == "paired bootstrap"]
-    metrics = [m for m in DESIGN_METRICS if m in set(boot["metric"])]
-    designs, datasets = list(dict.fromkeys(boot["design"])), list(dict.fromkeys(boot["dataset"]))
+    """Each design's difference from the reference design in points with its 95% interval (the rows of
+    repro.evaluation.reward_designs.compare_designs that carry one: exact McNemar's for the 0/1 metrics, a paired
+    bootstrap's for F1), one panel per metric, one colour per dataset; the dotted line is no difference."""
+    intervals = tests[tests["test"].isin(INTERVAL_TESTS)]
+    metrics = [m for m in DESIGN_METRICS if m in set(intervals["metric"])]
+    designs, datasets = list(dict.fromkeys(intervals["design"])), list(dict.fromkeys(intervals["dataset"]))
     fig, axes = plt.subplots(1, max(len(metrics), 1), figsize=(3.3 * max(len(metrics), 1), 0.45 * len(designs) + 1.9),
                              sharey=True, squeeze=False)
-    if boot.empty:
+    if intervals.empty:
         axes[0][0].text(0.5, 0.5, "no design to compare with the reference", ha="center", va="center")
         axes[0][0].set_axis_off()
     palette = dict(zip(datasets, sns.color_palette("colorblind")))
     offsets = np.linspace(-0.2, 0.2, len(datasets)) if len(datasets) > 1 else [0.0]
     for ax, metric in zip(axes[0], metrics):
         for offset, dataset in zip(offsets, datasets):
-            rows = boot[(boot["metric"] == metric) & (boot["dataset"] == dataset)]
+            rows = intervals[(intervals["metric"] == metric) & (intervals["dataset"] == dataset)]
             errors = np.clip([rows["effect"] - rows["ci_low"], rows["ci_high"] - rows["effect"]], 0, None)
             ax.errorbar(rows["effect"], [designs.index(d) + offset for d in rows["design"]], xerr=errors, fmt="o",
                         capsize=3, color=palette[dataset], label=dataset)
         ax.axvline(0, color="grey", ls=":")
-        ax.set(title=DESIGN_METRICS[metric], xlabel=f"minus {boot['reference'].iloc[0]} (points)")
+        ax.set(title=DESIGN_METRICS[metric], xlabel=f"minus {intervals['reference'].iloc[0]} (points)")
         ax.grid(axis="x", alpha=0.3)
     if metrics:
         axes[0][0].set_yticks(range(len(designs)), designs)

@@ -49,7 +49,7 @@ SCORE_FIELDS = ("id", "ar_evidence", "nli_entailment", "nli_support", "relevance
 FILE_COLUMNS = ["design", "dataset", "path"]
 EVIDENCE_COLUMNS = ["evidence AR", "NLI support", "NLI entailment", "relevance tagged", "relevance precision",
                     "relevance recall"]
-BINARY_METRICS = ("em", "ar_evidence", "nli_support")  # McNemar; F1 gets the bootstrap and the permutation test only
+BINARY_METRICS = ("em", "ar_evidence", "nli_support")  # McNemar and its exact interval; F1 a bootstrap interval
 
 
 def design_profile(cfg: Profile, row: str) -> Profile:
@@ -194,6 +194,7 @@ def item_scores(entry: dict) -> dict[str, dict[str, float]]:
 def compare_designs(files: pd.DataFrame, reference: str = REFERENCE, n_resamples: int = 10_000,
                     seed: int = 0) -> pd.DataFrame:
     """Each design against `reference` on the same questions of each dataset, for EM, F1, evidence AR and NLI
-    support: differences in points with a paired bootstrap CI and approximate randomization, exact McNemar on the
-    0/1 metrics; Holm across every row (repro.evaluation.trained_extractors.compare_with_reference)."""
+    support: differences in points with approximate randomization and a 95% interval, exact McNemar's exact interval
+    on the 0/1 metrics and a paired bootstrap's on F1; Holm across every row
+    (repro.evaluation.trained_extractors.compare_with_reference)."""
     return compare_with_reference(files, "design", reference, item_scores, BINARY_METRICS, n_resamples, seed)

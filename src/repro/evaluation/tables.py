@@ -121,9 +121,10 @@ def reference_pairs(methods: Sequence[str], reference: str = "eviomni") -> list[
 
 def compare_methods(files: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = None, where: str | None = None,
                     n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
-    """Paired tests of method a against method b on the same questions of each dataset (repro.stats: bootstrap,
-    approximate randomization, exact McNemar on EM), for EM and F1; `pairs` defaults to every later method
-    against every earlier one. `p_holm` is Holm-corrected across all rows of the returned table."""
+    """Paired tests of method a against method b on the same questions of each dataset (`repro.stats.compare_per_item`):
+    approximate randomization on EM and F1, exact McNemar on EM with its exact 95% interval of the difference, a paired
+    bootstrap 95% interval (BCa) on F1; `pairs` defaults to every later method against every earlier one. `p_holm` is
+    Holm-corrected across all rows of the returned table."""
     results = []
     for dataset, group in files.groupby("dataset", sort=False):
         paths = dict(zip(group["method"], group["path"]))

@@ -64,8 +64,9 @@ def compare_with_reference(files: pd.DataFrame, column: str, reference: str,
                            n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
     """Every value of `files[column]` against `reference` on the same questions of each dataset. `scores(entry)`
     gives the per-item scores in [0, 1] of one row of `files` ({id: {metric: value}}); each metric's difference is
-    reported in points with a paired bootstrap CI and approximate randomization, plus exact McNemar for the 0/1
-    metrics in `binary` (repro.stats); Holm across every row of the returned table."""
+    reported in points with approximate randomization and a 95% interval: exact McNemar's exact interval for the 0/1
+    metrics in `binary`, a paired bootstrap's (BCa) for the others (`repro.stats.compare_per_item`); Holm across every
+    row of the returned table."""
     columns = ["dataset", column, *TEST_COLUMNS[1:]]
     rows = []
     for dataset, group in files.groupby("dataset", sort=False):

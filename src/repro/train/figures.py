@@ -5,7 +5,8 @@ Rewards exist only on steps that generated a batch (with steps_per_generation > 
 it), so every curve is drawn over the steps where its column is logged. Curves are smoothed with a
 centred rolling mean over `smooth` logged points (the paper does not say how its curves were smoothed, #38), and
 drawn with a band: the rolling mean ± 1.96 standard errors of the window's values (`rolling_band`), a pointwise 95%
-interval of the window mean that treats the window's steps as independent draws.
+interval of the window mean that treats the window's steps as independent draws, cut to the quantity's bounds (F1
+rewards in [0, 1], lengths >= 0): the mean cannot lie outside them, so the cut band covers it as often.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import pandas as pd
 ANSWER_CURVES = {"f1_full": "$o_f$ (full context)", "f1_rationale": "$o_r$ (rationale, evidence masked)",
                  "f1_evidence": "$o_e$ (evidence only)"}
 LENGTH_CURVES = {"len_reason": "reason $r$", "len_extract": "extract $e$", "len_answer": "answer $o_f$"}
+REWARD_BOUNDS, LENGTH_BOUNDS = (0.0, 1.0), (0.0, None)
 SUMMARY_COLUMNS = ("reward_final", "reward_format", "f1_full", "f1_rationale", "f1_evidence",
                    "reward_length_rationale", "reward_length_evidence", "len_reason", "len_extract", "len_answer",
                    "kl", "clip_frac", "std_clip_frac")
@@ -38,20 +40,23 @@ def first_last(log: pd.DataFrame, columns: Sequence[str] = SUMMARY_COLUMNS, wind
     return pd.DataFrame(rows)
 
 
-def rolling_band(values: pd.Series, window: int) -> pd.DataFrame:
+def rolling_band(values: pd.Series, window: int, bounds: tuple[float | None, float | None] = (None, None)
+                 ) -> pd.DataFrame:
     """Centred rolling mean of `values` over `window` points and its band, mean ± 1.96·sd/√n of the points in the
-    window (n < window at the ends; no band where a window holds a single point)."""
+    window (n < window at the ends; no band where a window holds a single point), clipped to `bounds` (low, high;
+    None: unbounded), the range the quantity cannot leave."""
     rolling = values.rolling(window, center=True, min_periods=1)
     mean, half = rolling.mean(), 1.96 * rolling.std() / np.sqrt(rolling.count())
-    return pd.DataFrame({"mean": mean, "low": mean - half, "high": mean + half})
+    return pd.DataFrame({"mean": mean, "low": (mean - half).clip(*bounds), "high": (mean + half).clip(*bounds)})
 
 
-def _panel(ax, log: pd.DataFrame, curves: dict[str, str], smooth: int, ylabel: str) -> None:
+def _panel(ax, log: pd.DataFrame, curves: dict[str, str], smooth: int, ylabel: str,
+           bounds: tuple[float | None, float | None]) -> None:
     for column, label in curves.items():
         values = log[column].dropna() if column in log else pd.Series(dtype=float)
         if values.empty:
             continue  # an answer outside the trained subset is never generated
-        band = rolling_band(values, smooth)
+        band = rolling_band(values, smooth, bounds)
         (line,) = ax.plot(values.index, band["mean"], label=label)
         ax.fill_between(values.index, band["low"], band["high"], color=line.get_color(), alpha=0.15, linewidth=0)
         ax.plot(values.index, values, color=line.get_color(), alpha=0.25, linewidth=0.8)
@@ -74,11 +79,12 @@ def training_dynamics_data(log: pd.DataFrame, unit: str = "tokens") -> pd.DataFr
 def plot_training_dynamics(log: pd.DataFrame, smooth: int = 5, unit: str = "tokens",
                            title: str | None = None) -> plt.Figure:
     """Figure 4: (a) answer rewards (F1) of o_f, o_r, o_e; (b) lengths of the reason, extract and answer
-    parts of the rollout. Faint lines are the logged values, solid lines their rolling mean with its 95% band."""
+    parts of the rollout. Faint lines are the logged values, solid lines their rolling mean with its 95% band, kept
+    within [0, 1] for the rewards and above 0 for the lengths."""
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    _panel(left, log, ANSWER_CURVES, smooth, "answer reward (F1)")
+    _panel(left, log, ANSWER_CURVES, smooth, "answer reward (F1)", REWARD_BOUNDS)
     left.set_title("(a) answer rewards")
-    _panel(right, log, LENGTH_CURVES, smooth, f"mean length ({unit})")
+    _panel(right, log, LENGTH_CURVES, smooth, f"mean length ({unit})", LENGTH_BOUNDS)
     right.set_title("(b) response lengths")
     if title:
         fig.suptitle(title)

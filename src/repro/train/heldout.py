@@ -2,14 +2,17 @@
 
     rows = heldout_rows(cfg)                              # questions neither GRPO nor the selection saw
     start, trained = score_policy(cfg, start_dir, rows), score_policy(cfg, extractor_dir, rows)
-    compare_policies(start, trained)                      # paired tests of the three headline metrics, Holm
+    compare_policies(start, trained)                      # paired tests of the three headline metrics, Holm,
+                                                          # on every question and on the answerable ones
 
 Held-out questions: `train.heldout_questions` seeded questions of the training dataset's dev split after its first
 `train.dev_max_questions`, the rows dev selection scores (`repro.train.run`). A policy is scored as dev selection
 scores a checkpoint (`EviOmniTrainer.score_greedy`): a greedy rollout from GRPO's prompt with `max_completion_length`
 new tokens, greedy o_r and o_e from the Eq. 4 contexts with `max_answer_length`, the training reward's terms
 (`score_rollout`), and the answer recall of the text inside the rollout's `<extract>` (§2.2; "" without one). Both
-policies are scored by one kind of engine, `train.heldout_backend` (D171).
+policies are scored by one kind of engine, `train.heldout_backend` (D171). A question is answerable when its top-k
+passages hold a golden answer (`repro.data.answers.answer_in_passages`, as `train.require_answer_in_passages`, D149):
+the others hold no answer for the evidence to keep, so the comparison is also reported without them.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from transformers import AutoTokenizer
 from repro import metrics, stats, tags
 from repro.config import Profile
 from repro.data import layout
+from repro.data.answers import answer_in_passages
 from repro.data.qa import read_contexts
 from repro.data.splits import sample_rows
 from repro.generation import GenerationParams, make_generator
@@ -31,7 +35,8 @@ from repro.train.reward import score_rollout
 from repro.train.rollout import MASKED_TARGETS, answer_contexts, parse_rollout
 
 BATCH_SIZE = 16  # transformers' prompts per batch; on a 2-core CPU, 64 at once decoded 0.79x as fast (bench_generation)
-# metric -> test: binary outcomes get McNemar, F1 a paired permutation test; every row also gets a paired bootstrap CI
+# metric -> test: binary outcomes get exact McNemar and its exact interval, F1 a paired permutation test and a paired
+# bootstrap interval
 HEADLINE = {"f1_evidence": "approximate randomization", "ar_evidence": "McNemar", "reward_format": "McNemar"}
 
 
@@ -60,8 +65,9 @@ def heldout_rows(cfg: Profile, questions: int | None = None) -> list[dict]:
 
 def score_policy(cfg: Profile, policy: str, rows: Sequence[dict], rollouts: Sequence[str] | None = None,
                  progress: bool = True) -> pd.DataFrame:
-    """One row per question: the greedy rollout (or the given `rollouts`, e.g. the recall check's), o_r, o_e, every
-    term of `score_rollout`'s summary, and `ar_evidence`, the answer recall of the rollout's evidence."""
+    """One row per question: whether it is answerable, the greedy rollout (or the given `rollouts`, e.g. the recall
+    check's), o_r, o_e, every term of `score_rollout`'s summary, and `ar_evidence`, the answer recall of the rollout's
+    evidence."""
     tokenizer = AutoTokenizer.from_pretrained(policy)
     train_rows = [extraction_row(row, tokenizer, cfg.rewards.length_unit) for row in rows]
     with make_generator(cfg.train.heldout_backend, policy, dtype=cfg.models.inference, progress=progress,
@@ -78,27 +84,40 @@ def score_policy(cfg: Profile, policy: str, rows: Sequence[dict], rollouts: Sequ
                                           GenerationParams(max_new_tokens=cfg.train.max_answer_length,
                                                            batch_size=BATCH_SIZE)))
     items = []
-    for row, text, group in zip(train_rows, rollouts, contexts):
+    for row, train_row, text, group in zip(rows, train_rows, rollouts, contexts):
         masked = {ctx.target: next(answers) for ctx in group}
-        score = score_rollout(text, masked.get("rationale"), masked.get("evidence"), row["golden_answers"],
-                              row["passages_length"], cfg.rewards, tokenizer)
-        items.append({"id": row["id"], "rollout": text, "o_r": masked.get("rationale"), "o_e": masked.get("evidence"),
+        score = score_rollout(text, masked.get("rationale"), masked.get("evidence"), train_row["golden_answers"],
+                              train_row["passages_length"], cfg.rewards, tokenizer)
+        items.append({"id": train_row["id"], "answerable": answer_in_passages(row), "rollout": text,
+                      "o_r": masked.get("rationale"), "o_e": masked.get("evidence"),
                       **score.summary(),
-                      "ar_evidence": metrics.answer_recall(policy_evidence(text), row["golden_answers"])})
+                      "ar_evidence": metrics.answer_recall(policy_evidence(text), train_row["golden_answers"])})
     return pd.DataFrame(items)
 
 
 def compare_policies(start: pd.DataFrame, trained: pd.DataFrame, seed: int = 0) -> pd.DataFrame:
-    """Trained against start on the same questions, for each HEADLINE metric: both means, the difference with a 95%
-    paired bootstrap CI (BCa), the metric's paired test, its discordant pairs (binary metrics), and Holm's
-    correction over the three tests."""
+    """Trained against start on the same questions, for each HEADLINE metric, on every question (`subset` "all") and
+    on the answerable ones ("answerable", when at least two): both means, the difference with its 95% interval (exact
+    McNemar interval for the binary metrics, `stats.mcnemar_exact_interval`; paired bootstrap, BCa, for F1), the
+    metric's paired test, its discordant pairs (binary metrics), and Holm's correction over the subset's three tests."""
     if start["id"].tolist() != trained["id"].tolist():
         raise ValueError("the two policies were scored on different questions")
+    answerable = start["answerable"].to_numpy(dtype=bool)
+    subsets = {"all": np.ones_like(answerable), "answerable": answerable}
+    tables = [_compare_subset(start[kept], trained[kept], seed).assign(subset=name)
+              for name, kept in subsets.items() if name == "all" or kept.sum() >= 2]
+    table = pd.concat(tables, ignore_index=True)
+    return table[["subset", *table.columns.drop("subset")]]
+
+
+def _compare_subset(start: pd.DataFrame, trained: pd.DataFrame, seed: int) -> pd.DataFrame:
     rows = []
     for metric, test in HEADLINE.items():
         a, b = trained[metric].to_numpy(dtype=float), start[metric].to_numpy(dtype=float)
-        result = stats.mcnemar_test(a, b) if test == "McNemar" else stats.approximate_randomization(a, b, seed=seed)
-        interval = stats.paired_bootstrap(a, b, seed=seed)
+        if test == "McNemar":
+            result = interval = stats.mcnemar_test(a, b)
+        else:
+            result, interval = stats.approximate_randomization(a, b, seed=seed), stats.paired_bootstrap(a, b, seed=seed)
         row = {"metric": metric, "questions": len(a), "start": float(b.mean()), "trained": float(a.mean()),
                "difference": interval.effect, "ci_low": interval.ci_low, "ci_high": interval.ci_high,
                "test": result.test, "p_value": result.p_value}

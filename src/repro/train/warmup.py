@@ -13,10 +13,12 @@ answers,
 
     <reason>Passage {n} ({title}) has the sentence I copy as evidence.</reason>
     <extract>{sentence of passage n, drawn uniformly from all the passages' sentences by question id}</extract>
-    <answer>{a span of one to three words of that sentence, drawn the same way}</answer>
+    <answer>{the base model's own greedy answer after this extract (`answers: model`, D189)}</answer>
 
 so which passage, sentence or span holds the answer is left to the rewards, and any later gain in evidence
-answer-recall belongs to GRPO. `targets: string_inclusion` keeps the former targets (the AR study's heuristic
+answer-recall belongs to GRPO. The answer is what `models.extractor` itself writes after `…</extract><answer>`, so
+the warm-up teaches the tags without teaching the reader (the same weights write o_r and o_e) to answer otherwise
+than it does; `answers: span` keeps D141's former answer, a random span of one to three words of the sentence. `targets: string_inclusion` keeps the former targets (the AR study's heuristic
 teacher: the first sentence holding a golden answer, and that answer) on the questions that have one (D142).
 The adapter is merged into a plain model directory, `policy/`, which GRPO samples from and keeps as its KL
 reference. The paper profiles set `format_warmup: null`: the policy is `models.extractor`, exactly as in the paper.
@@ -30,26 +32,32 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import re
 import string
 import typing
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from transformers import AutoTokenizer
 
+from repro import tags
 from repro.assets import resolve
 from repro.config import Profile, WarmupTargets, load_profile
 from repro.data import layout
 from repro.data.answers import first_answer_sentence
 from repro.data.sentences import keyed_rng, random_sentence
 from repro.data.splits import sample_rows
+from repro.generation import GenerationParams, make_generator
 from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json
-from repro.prompts import extraction_messages, format_passages
+from repro.prompts import extraction_messages, format_passages, render_chat
 from repro.retrieval.quality import read_contexts
 from repro.train.lora_policy import merged_model
 from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
 
 
-ANSWER_WORDS = (1, 3)  # the format-only answer's length in words, drawn uniformly (capped by the sentence)
+ANSWER_WORDS = (1, 3)  # the span answer's length in words, drawn uniformly (capped by the sentence)
+ANSWER_BATCH_SIZE = 16  # prompts per transformers batch for the base model's answers (as the held-out scoring)
 
 
 def format_only_answer(sentence: str, key: str, seed: int) -> str:
@@ -63,17 +71,25 @@ def format_only_answer(sentence: str, key: str, seed: int) -> str:
     return span.strip(string.punctuation + " ") or span
 
 
-def format_only_target(row: dict, seed: int) -> str | None:
-    """A rollout in the exact format whose every part is blind to the golden answers (D141): a passage sentence drawn
-    uniformly by question id (`random_sentence`) as the extract, a rationale naming its passage in the String
-    Inclusion template's words, and a span of the sentence as the answer; None if the passages hold no sentence."""
-    key = str(row["id"])
-    drawn = random_sentence(row["passages"], key, seed)
+def format_only_prefix(row: dict, seed: int) -> str | None:
+    """The format-only rollout up to its answer, every part blind to the golden answers (D141): a rationale naming
+    its passage in the String Inclusion template's words, a passage sentence drawn uniformly by question id
+    (`random_sentence`) as the extract, and `<answer>`; None if the passages hold no sentence."""
+    drawn = random_sentence(row["passages"], str(row["id"]), seed)
     if drawn is None:
         return None
     reason = f"Passage {drawn.passage} ({drawn.title}) has the sentence I copy as evidence."
-    answer = format_only_answer(drawn.sentence, key, seed)
-    return f"<reason>{reason}</reason>\n<extract>{drawn.sentence}</extract>\n<answer>{answer}</answer>"
+    return f"<reason>{reason}</reason>\n<extract>{drawn.sentence}</extract>\n<answer>"
+
+
+def format_only_target(row: dict, seed: int, answer: str | None = None) -> str | None:
+    """`format_only_prefix` closed by `answer` (the base model's, `model_answers`), or without one by a span of the
+    extract (`format_only_answer`); None if the passages hold no sentence."""
+    drawn = random_sentence(row["passages"], str(row["id"]), seed)
+    if drawn is None:
+        return None
+    answer = answer or format_only_answer(drawn.sentence, str(row["id"]), seed)
+    return f"{format_only_prefix(row, seed)}{answer}</answer>"
 
 
 def string_inclusion_target(row: dict) -> str | None:
@@ -86,7 +102,8 @@ def string_inclusion_target(row: dict) -> str | None:
 
 
 def warmup_target(row: dict, targets: WarmupTargets, seed: int) -> str | None:
-    """The warm-up rollout of a contexts row under `train.format_warmup.targets`, or None if it has none."""
+    """The warm-up rollout of a contexts row under `train.format_warmup.targets` (format_only with D141's span
+    answer), or None if it has none."""
     if targets == "format_only":
         return format_only_target(row, seed)
     if targets == "string_inclusion":
@@ -95,15 +112,42 @@ def warmup_target(row: dict, targets: WarmupTargets, seed: int) -> str | None:
                      f"choose one of {list(typing.get_args(WarmupTargets))}")
 
 
-def warmup_examples(rows: list[dict], max_questions: int, seed: int,
-                    targets: WarmupTargets = "format_only") -> list[dict]:
+def prompt_messages(row: dict) -> list[dict]:
+    """GRPO's own prompt for a contexts row."""
+    return extraction_messages(row["question"], format_passages(row["passages"]))
+
+
+def model_answers(model: str, prompts: Sequence[list[dict]], prefixes: Sequence[str], dtype: str,
+                  max_new_tokens: int, progress: bool = True) -> list[str]:
+    """`model`'s greedy answer after each rollout prefix (the prompt's turns, then the prefix up to `<answer>`), on
+    the transformers engine: its text up to `</answer>`, a line break or another tag; "" when that is blank."""
+    tokenizer = AutoTokenizer.from_pretrained(model)
+    texts = [render_chat(tokenizer, messages, prefix) for messages, prefix in zip(prompts, prefixes)]
+    with make_generator("transformers", model, dtype=dtype, progress=progress) as generator:
+        outputs = generator.generate(texts, GenerationParams(max_new_tokens=max_new_tokens, stop=("</answer>",),
+                                                             batch_size=ANSWER_BATCH_SIZE))
+    return [re.split(r"[\n<]", tags.extract_answer(text), maxsplit=1)[0].strip() for text in outputs]
+
+
+AnswerWriter = Callable[[Sequence[list[dict]], Sequence[str]], list[str]]  # (prompts, rollout prefixes) -> answers
+
+
+def warmup_examples(rows: list[dict], max_questions: int, seed: int, targets: WarmupTargets = "format_only",
+                    answers: AnswerWriter | None = None) -> list[dict]:
     """Prompt-completion examples (GRPO's own prompt → warm-up rollout) for a seeded sample of the rows that have a
     target: with format_only targets every row whose passages hold a sentence, so the choice of questions is blind
-    to the golden answers too (D142)."""
+    to the golden answers too (D142). With `answers` (format_only only), each answer is what it writes after the
+    target's prefix, or the span of D141 where it writes nothing (D189); it sees the prompt and the prefix only."""
     by_id = {row["id"]: target for row in rows if (target := warmup_target(row, targets, seed)) is not None}
     kept = sample_rows([row for row in rows if row["id"] in by_id], max_questions, seed)
-    return [{"prompt": extraction_messages(row["question"], format_passages(row["passages"])),
-             "completion": [{"role": "assistant", "content": by_id[row["id"]]}]} for row in kept]
+    prompts = [prompt_messages(row) for row in kept]
+    if answers is not None:
+        if targets != "format_only":
+            raise ValueError(f"train.format_warmup.answers applies to format_only targets, not {targets!r}")
+        written = answers(prompts, [format_only_prefix(row, seed) for row in kept])
+        by_id = {row["id"]: format_only_target(row, seed, answer) for row, answer in zip(kept, written)}
+    return [{"prompt": prompt, "completion": [{"role": "assistant", "content": by_id[row["id"]]}]}
+            for row, prompt in zip(kept, prompts)]
 
 
 def merge_adapter(base: str, adapter: Path, out: Path, dtype: str) -> None:
@@ -119,8 +163,12 @@ def warm_up_policy(cfg: Profile, rows: list[dict], root: Path, progress: bool = 
     policy directory."""
     warmup = cfg.train.format_warmup
     base = resolve(cfg.models.extractor, cfg.name)
-    examples, dropped = fitting_examples(warmup_examples(rows, warmup.max_train_questions, cfg.seed, warmup.targets),
-                                         AutoTokenizer.from_pretrained(base), warmup.max_length)
+    answers = None
+    if warmup.targets == "format_only" and warmup.answers == "model":
+        answers = functools.partial(model_answers, base, dtype=cfg.models.inference,
+                                    max_new_tokens=cfg.train.max_answer_length, progress=progress)
+    examples = warmup_examples(rows, warmup.max_train_questions, cfg.seed, warmup.targets, answers)
+    examples, dropped = fitting_examples(examples, AutoTokenizer.from_pretrained(base), warmup.max_length)
     if not examples:
         raise ValueError(f"train.format_warmup: no {cfg.train.dataset}/{warmup.split} question has a "
                          f"{warmup.targets} target within max_length={warmup.max_length} tokens")
