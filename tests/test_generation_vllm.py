@@ -17,8 +17,6 @@ from transformers import AutoTokenizer
 
 from repro.config import load_profile
 from repro.generation import GenerationParams, make_generator
-from repro.generation import vllm_backend
-from repro.generation.vllm_backend import MULTIPROCESSING_VARIABLE
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -63,14 +61,12 @@ class LLM:
     def __init__(self, model: str, *, dtype: str = "auto", tensor_parallel_size: int = 1,
                  gpu_memory_utilization: float = 0.9, max_model_len: int | None = None,
                  enforce_eager: bool = False, trust_remote_code: bool = False, enable_lora: bool = False,
-                 max_lora_rank: int = 16, kv_cache_memory_bytes: int | None = None,
-                 distributed_executor_backend: str | None = None):
+                 max_lora_rank: int = 16, kv_cache_memory_bytes: int | None = None):
         self.engine_args = dict(model=model, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
                                 gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                                 enforce_eager=enforce_eager, trust_remote_code=trust_remote_code,
                                 enable_lora=enable_lora, max_lora_rank=max_lora_rank,
                                 kv_cache_memory_bytes=kv_cache_memory_bytes)
-        self.executor, self.multiprocessing = distributed_executor_backend, os.environ.get(MULTIPROCESSING_VARIABLE)
         self.tokenizer = AutoTokenizer.from_pretrained(model)
         self.llm_engine = types.SimpleNamespace(engine_core=EngineCore())
         self.calls = []
@@ -156,24 +152,6 @@ def test_the_engine_is_shut_down_once_by_its_owner_not_by_views(fake_vllm, tiny_
     assert core.shutdowns == 1
     with pytest.raises(RuntimeError, match="closed"):
         engine.with_adapter(None)
-
-
-def test_without_gpus_one_engine_at_a_time_runs_in_this_process(fake_vllm, tiny_llama_dir, monkeypatch):
-    monkeypatch.delenv(MULTIPROCESSING_VARIABLE, raising=False)
-    monkeypatch.setattr(vllm_backend, "IN_PROCESS_ENGINES", set())
-    engine = make_generator("vllm", str(tiny_llama_dir), progress=False)
-    assert (engine.llm.executor, engine.llm.multiprocessing) == ("uni", "0")  # set while it starts
-    assert MULTIPROCESSING_VARIABLE not in os.environ  # and restored after
-    other = make_generator("vllm", str(tiny_llama_dir), progress=False)
-    assert (other.llm.executor, other.llm.multiprocessing) == (None, None)  # vLLM's own processes: the first
-    engine.close()  # engine's shutdown tears down the process groups it shares with any engine in this process
-    other.close()
-    engine = make_generator("vllm", str(tiny_llama_dir), progress=False)
-    assert engine.llm.executor == "uni"
-    engine.close()
-    engine = make_generator("vllm", str(tiny_llama_dir), tensor_parallel_size=2, progress=False)
-    assert (engine.llm.executor, engine.llm.multiprocessing) == (None, None)  # workers of its own
-    engine.close()
 
 
 def test_adapters_need_an_engine_started_with_lora_slots(fake_vllm, tiny_llama_dir, tmp_path):

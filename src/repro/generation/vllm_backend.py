@@ -67,10 +67,7 @@ class VLLMGenerator(Generator):
                       trust_remote_code=False, **lora)
         devices = sharding.replica_devices(data_parallel, tensor_parallel_size, cuda_visible_devices())
         if len(devices) == 1:
-            in_process = not IN_PROCESS_ENGINES and runs_in_process(engine)
-            self.llm = start_engine(engine, cpu_reserved_cores, in_process)
-            if in_process:
-                IN_PROCESS_ENGINES.add(id(self))
+            self.llm = start_engine(engine, cpu_reserved_cores)
         else:
             self.llm = EngineReplicas(engine, devices, cpu_reserved_cores)
         self.tokenizer = self.llm.get_tokenizer()
@@ -107,7 +104,6 @@ class VLLMGenerator(Generator):
         else:
             llm.llm_engine.engine_core.shutdown()
         del llm
-        IN_PROCESS_ENGINES.discard(id(self))
         gc.collect()
         release_device_memory()
 
@@ -134,22 +130,12 @@ class VLLMGenerator(Generator):
         return [c.text for output in outputs for c in sorted(output.outputs, key=lambda c: c.index)]
 
 
-def start_engine(engine: dict, cpu_reserved_cores: int | None, in_process: bool = False):
-    """`vllm.LLM(**engine)` in this process; with `in_process` its engine core and its one worker run in this
-    process too (`in_process_engine`), else vLLM starts them as processes of their own."""
+def start_engine(engine: dict, cpu_reserved_cores: int | None):
+    """`vllm.LLM(**engine)` in this process."""
     from vllm import LLM
 
-    with reserved_cpu_cores(cpu_reserved_cores), in_process_engine(in_process):
-        return LLM(**engine, **({"distributed_executor_backend": "uni"} if in_process else {}))
-
-
-def runs_in_process(engine: dict) -> bool:
-    """Whether an engine can run wholly in this process: without GPUs (vLLM's CPU build) and with one worker. One
-    at a time (IN_PROCESS_ENGINES): vLLM keeps its process groups per process and tears them down when an engine
-    shuts down."""
-    import torch
-
-    return not torch.cuda.is_available() and engine.get("tensor_parallel_size", 1) == 1
+    with reserved_cpu_cores(cpu_reserved_cores):
+        return LLM(**engine)
 
 
 def cuda_visible_devices() -> list[str]:
@@ -277,7 +263,7 @@ def serve_replica(descriptor: int) -> None:
     connection = Connection(descriptor)
     engine, cpu_reserved_cores = connection.recv()
     try:
-        llm = start_engine(engine, cpu_reserved_cores, runs_in_process(engine))  # the only engine of its process
+        llm = start_engine(engine, cpu_reserved_cores)
     except BaseException:
         connection.send(("error", traceback.format_exc()))
         raise
@@ -303,8 +289,6 @@ def _next_call(connection: Connection):
 
 
 RESERVED_CPU_VARIABLE = "VLLM_CPU_NUM_OF_RESERVED_CPU"
-MULTIPROCESSING_VARIABLE = "VLLM_ENABLE_V1_MULTIPROCESSING"
-IN_PROCESS_ENGINES: set[int] = set()  # the open engine that runs in this process (one at most: runs_in_process)
 
 
 @contextlib.contextmanager
@@ -325,26 +309,6 @@ def reserved_cpu_cores(cores: int | None):
             del os.environ[RESERVED_CPU_VARIABLE]
         else:
             os.environ[RESERVED_CPU_VARIABLE] = previous
-
-
-@contextlib.contextmanager
-def in_process_engine(enabled: bool):
-    """While an engine starts, run its engine core in this process (vLLM's `VLLM_ENABLE_V1_MULTIPROCESSING=0`; with
-    the "uni" executor its worker too). On the 2-core CPU an engine then starts in about 3 s instead of 25 (a
-    process for the core and one for the worker, each importing torch and vLLM, and their shutdown: D190); the
-    completions are the same."""
-    if not enabled:
-        yield
-        return
-    previous = os.environ.get(MULTIPROCESSING_VARIABLE)
-    os.environ[MULTIPROCESSING_VARIABLE] = "0"
-    try:
-        yield
-    finally:
-        if previous is None:
-            del os.environ[MULTIPROCESSING_VARIABLE]
-        else:
-            os.environ[MULTIPROCESSING_VARIABLE] = previous
 
 
 def release_device_memory() -> None:
