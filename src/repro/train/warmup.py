@@ -18,7 +18,8 @@ answers,
 so which passage, sentence or span holds the answer is left to the rewards, and any later gain in evidence
 answer-recall belongs to GRPO. The answer is what `models.extractor` itself writes after `…</extract><answer>`, so
 the warm-up teaches the tags without teaching the reader (the same weights write o_r and o_e) to answer otherwise
-than it does; `answers: span` keeps D141's former answer, a random span of one to three words of the sentence. `targets: string_inclusion` keeps the former targets (the AR study's heuristic
+than it does; `answers: span` keeps D141's former answer, a random span of one to three words of the sentence.
+`targets: string_inclusion` keeps the former targets (the AR study's heuristic
 teacher: the first sentence holding a golden answer, and that answer) on the questions that have one (D142).
 The adapter is merged into a plain model directory, `policy/`, which GRPO samples from and keeps as its KL
 reference. The paper profiles set `format_warmup: null`: the policy is `models.extractor`, exactly as in the paper.
