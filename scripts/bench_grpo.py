@@ -13,6 +13,8 @@ switches it adds:
     +copy          every generation on a plain copy of the policy with the adapter merged in, bf16 under `train.bf16`,
                    refreshed after each optimizer step (`train.rollout_model: merged_copy`, D162)
     profile        the profile's train section as it is (`tiny`: lora+prefill+decode)
+    G=4            the profile's train section with groups of 4 completions, one group per step (`cpu-evidence`
+                   trains G = 8: issue #31 compares the two)
 
 The first step of each configuration (first-call allocations) is reported apart; the others' median is compared,
 and the ratio is the median of the first configuration named over that of the last.
@@ -38,6 +40,7 @@ reported against the bf16 matmul peak measured at the start on the same threads 
     python scripts/bench_grpo.py --configurations full profile lora+prefill+decode+copy --steps 5
     python scripts/bench_grpo.py --configurations full lora lora+prefill lora+prefill+decode --steps 6
     python scripts/bench_grpo.py --compare fused_head --steps 6
+    python scripts/bench_grpo.py --profile cpu-evidence --configurations profile G=4 --steps 6
 """
 
 from __future__ import annotations
@@ -78,7 +81,7 @@ def configurations(train) -> dict[str, dict]:
     """Train-section overrides of each named configuration: a base (full fine-tuning or LoRA) and the speed switches
     it adds; "profile" is the profile's own train section."""
     lora = train.lora or LORA
-    named = {"profile": {}}
+    named = {"profile": {}, "G=4": {"num_generations": 4, "per_device_batch_size": 4, "gradient_accumulation_steps": 1}}
     for base, base_keys in (("full", {"lora": None}), ("lora", {"lora": lora})):
         for prefill, decode, copy in itertools.product((False, True), repeat=3):
             name = base + "+prefill" * prefill + "+decode" * decode + "+copy" * copy

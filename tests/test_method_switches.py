@@ -47,7 +47,13 @@ def test_every_profile_keeps_todays_readings_by_default():
     for name in profile_names():
         cfg = load_profile(name)
         assert (cfg.rewards.format_check, cfg.rewards.masked_answer_prompt) == ("strict", "table14"), name
-        assert cfg.train.require_answer_in_passages is False and cfg.length_tuning is None, name
+        assert cfg.length_tuning is None, name
+        # issue #31's recipe (D192) switches these on `cpu-evidence` only
+        recipe = (cfg.train.require_answer_in_passages, cfg.train.selection_metric is None, cfg.rewards.answer_subset)
+        if name == "cpu-evidence":
+            assert recipe == (True, True, ("evidence",))
+        else:
+            assert recipe == (False, False, ("rationale", "evidence", "full")), name
 
 
 # D147: strict or lenient format check (#23) ----------------------------------------------------------------------

@@ -1,20 +1,27 @@
+import math
+
 import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from scipy import stats as sps
+from statsmodels.stats.contingency_tables import mcnemar
 
 from repro.stats import (
     approximate_randomization,
     compare_across_cells,
     compare_per_item,
     holm,
+    mcnemar_detectable_difference,
     mcnemar_exact_interval,
     mcnemar_sample_size,
+    mcnemar_score_interval,
     mcnemar_test,
     min_sign_test_p,
     paired_bootstrap,
     sign_test,
+    stratified_mcnemar,
     tost_equivalence,
     wilcoxon_cells,
 )
@@ -93,6 +100,96 @@ def test_the_mcnemar_interval_holds_zero_exactly_when_the_exact_test_does_not_re
     result = mcnemar_test(a, b)
     assert result.ci_low <= result.effect <= result.ci_high
     assert (result.ci_low <= 0 <= result.ci_high) == (result.p_value >= 0.05)
+
+
+# Published Tango score intervals: (only_a, only_b, n, confidence level), the bounds as printed, their decimals.
+# Transcribed from the test suites of the R packages ratesci (tests/testthat/test3.R, github.com/petelaud/ratesci) and
+# contingencytables (tests/testthat/test-ch8.R, github.com/ocbe-uio/contingencytables), which cite these sources.
+PUBLISHED_TANGO_INTERVALS = [
+    ((9, 3, 32, 0.95), (-0.027, 0.390), 3),  # Tango (1998) Stat Med 17:891-908, Table VII
+    ((0, 1, 44, 0.90), (-0.096, 0.037), 3),  # Tango (1998), Table V: 43 concordant pairs, 0 vs 1 discordant
+    ((16, 8, 86, 0.95), (-0.020, 0.207), 3),  # Agresti & Min (2005) Stat Med 24:729-740
+    ((1, 7, 21, 0.95), (-0.517, -0.026), 3),  # Fagerland, Lydersen & Laake (2014) Stat Med 33:2850, Bentur et al. data
+    # Fagerland, Lydersen & Laake (2017) Statistical Analysis of Contingency Tables, ch. 8, Cavo et al. data
+    ((6, 16, 161, 0.95), (-0.1240, -0.0054), 4),
+]
+
+
+@pytest.mark.parametrize(("counts", "published", "digits"), PUBLISHED_TANGO_INTERVALS)
+def test_mcnemar_score_interval_matches_published_values(counts, published, digits):
+    assert tuple(round(bound, digits) for bound in mcnemar_score_interval(*counts)) == published
+
+
+def test_mcnemar_score_interval_edges_by_hand():
+    z2 = sps.norm.ppf(0.975) ** 2
+    # no discordant pair: p_b-only = 0 on Δ > 0 and −Δ on Δ < 0, so Z² = n|Δ|/(1 − |Δ|) = z² at Δ = ±z²/(n + z²)
+    assert mcnemar_score_interval(0, 0, 10) == pytest.approx((-z2 / (10 + z2), z2 / (10 + z2)))
+    # every pair won by a: p_b-only = (1 − Δ)/2, Z² = n(1 − Δ)/(1 + Δ) = z² at (n − z²)/(n + z²); the upper end is 1
+    # (n = 3: −0.1230, as contingencytables' tests print); the mirror case for b
+    assert mcnemar_score_interval(3, 0, 3) == pytest.approx(((3 - z2) / (3 + z2), 1.0))
+    assert mcnemar_score_interval(0, 3, 3) == pytest.approx((-1.0, (z2 - 3) / (3 + z2)))
+    assert round(mcnemar_score_interval(3, 0, 3)[0], 4) == -0.1230
+    # unconditional: one discordant pair in 100 leaves the exact interval inside ±1/100, Tango's reaches further
+    exact_low, exact_high = mcnemar_exact_interval(1, 0, 100)
+    score_low, score_high = mcnemar_score_interval(1, 0, 100)
+    assert -0.01 <= exact_low and exact_high <= 0.01 and score_low < exact_low and score_high > 0.04
+    with pytest.raises(ValueError, match="only_a"):
+        mcnemar_score_interval(3, 3, 5)
+    with pytest.raises(ValueError, match="confidence_level"):
+        mcnemar_score_interval(1, 0, 5, confidence_level=1.0)
+
+
+def test_mcnemar_score_interval_narrows_with_n():
+    # same proportions (10% only a, 4% only b) on more items
+    intervals = [mcnemar_score_interval(n // 10, n // 25, n) for n in (50, 100, 200, 400, 800)]
+    widths = [high - low for low, high in intervals]
+    assert np.all(np.diff(widths) < 0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(only_a=st.integers(0, 40), only_b=st.integers(0, 40), concordant=st.integers(0, 40))
+def test_mcnemar_score_interval_properties(only_a, only_b, concordant):
+    n = only_a + only_b + concordant + 1
+    low, high = mcnemar_score_interval(only_a, only_b, n)
+    assert -1 <= low <= (only_a - only_b) / n <= high <= 1 and low < high
+    assert mcnemar_score_interval(only_b, only_a, n) == pytest.approx((-high, -low), abs=1e-9)  # swap a and b
+    if only_a + only_b:  # Z(0) is the uncorrected McNemar statistic
+        rejects = mcnemar([[0, only_a], [only_b, 0]], exact=False, correction=False).pvalue < 0.05
+        assert (low > 0 or high < 0) == rejects
+    else:
+        assert low < 0 < high
+
+
+def test_stratified_mcnemar_with_one_stratum_is_mcnemar():
+    a = [1] * 5 + [1] * 10 + [0] * 2 + [0] * 5
+    b = [1] * 5 + [0] * 10 + [1] * 2 + [0] * 5
+    single, pooled = mcnemar_test(a, b), stratified_mcnemar([(a, b)])
+    assert (pooled.effect, pooled.statistic, pooled.n) == (single.effect, single.statistic, single.n)
+    assert pooled.p_value == pytest.approx(single.p_value)
+    assert (pooled.ci_low, pooled.ci_high) == mcnemar_score_interval(10, 2, 22)
+    assert pooled.test == "stratified McNemar (exact)"
+
+
+def test_stratified_mcnemar_sums_the_strata():
+    # stratum 1: 3 only a, 1 only b of 6; stratum 2: 4 only a, 0 only b of 5 -> 7 vs 1 of 11
+    # exact two-sided p = 2·(C(8,0) + C(8,1))/2^8 = 18/256
+    strata = [([1, 1, 1, 0, 1, 0], [0, 0, 0, 1, 1, 0]), ([1, 1, 1, 1, 0], [0, 0, 0, 0, 0])]
+    result = stratified_mcnemar(strata)
+    assert result.p_value == pytest.approx(18 / 256)
+    assert (result.effect, result.statistic, result.n) == (6 / 11, 1.0, 11)
+    assert (result.ci_low, result.ci_high) == mcnemar_score_interval(7, 1, 11)
+    no_discordant = stratified_mcnemar([([1, 0], [1, 0]), ([0, 0, 1], [0, 0, 1])])
+    assert (no_discordant.effect, no_discordant.p_value) == (0.0, 1.0)
+    assert no_discordant.ci_low < 0 < no_discordant.ci_high
+
+
+def test_stratified_mcnemar_validates_each_stratum():
+    with pytest.raises(ValueError, match="at least one stratum"):
+        stratified_mcnemar([])
+    with pytest.raises(ValueError, match="stratum 1: McNemar needs binary"):
+        stratified_mcnemar([([1, 0], [0, 1]), ([1, 0.5], [0, 1])])
+    with pytest.raises(ValueError, match="stratum 0: paired scores"):
+        stratified_mcnemar([([1, 0, 1], [0, 1])])
 
 
 def test_holm_hand_values():
@@ -184,3 +281,13 @@ def test_mcnemar_sample_size_follows_connors_formula_by_hand():
     assert mcnemar_sample_size(0.10, -0.10) == 77
     with pytest.raises(ValueError, match="discordant_rate"):
         mcnemar_sample_size(0.04, 0.05)  # a difference larger than the discordant share is impossible
+
+
+def test_the_detectable_difference_inverts_connors_formula():
+    # docs/cpu-evidence.md's table (points, rounded up): 200 and 600 pairs at discordance 0.05-0.20
+    table = [[math.ceil(1000 * mcnemar_detectable_difference(psi, n)) / 10 for psi in (0.05, 0.10, 0.15, 0.20)]
+             for n in (200, 600)]
+    assert table == [[4.5, 6.3, 7.7, 8.9], [2.6, 3.7, 4.5, 5.2]]
+    assert mcnemar_detectable_difference(0.10, 312) < 0.05 < mcnemar_detectable_difference(0.10, 311)  # n = 311.6
+    assert mcnemar_detectable_difference(0.10, 77) == pytest.approx(0.10, abs=2e-3)
+    assert math.isnan(mcnemar_detectable_difference(0.05, 5))  # even all 5% one way would need more pairs

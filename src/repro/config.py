@@ -224,6 +224,7 @@ class TrainConfig:
     (G per prompt): prompts per optimizer step = per_device_batch_size × processes × gradient_accumulation_steps / G."""
 
     dataset: str  # the data.datasets entry trained on (the paper: NQ)
+    seed: int | None = None  # GRPO's (sampling, data order); None: the profile's, which also seeds the warm-up and data
     learning_rate: float = 1e-6  # App. A.2
     beta: float = 0.01  # KL coefficient β (App. A.2), k3 estimator in the loss, reference = initial model
     kl_estimator: KLEstimator = dataclasses.field(
@@ -254,7 +255,7 @@ class TrainConfig:
     save_steps: int = 100  # checkpoint (and dev evaluation) every N steps, and at the end
     save_total_limit: int | None = 2  # checkpoints kept (the last and the best always are); >= 2 or None
     dev_max_questions: int | None = None  # first N dev questions for model selection (None: all)
-    selection_metric: SelectionMetric = "f1_evidence"
+    selection_metric: SelectionMetric | None = "f1_evidence"  # None: no dev selection, the last step exported (D192)
     evaluate_initial: bool = True  # also score the initial policy on dev (reference row, never selected)
     accelerate_config: str | None = None  # configs/accelerate/*.yaml: launch worker processes through accelerate
     use_vllm: bool = False
@@ -594,14 +595,23 @@ class EvidenceConfig:
     """Issue #31's CPU evidence experiment (docs/cpu-evidence.md). Its gate (repro.train.evidence_gate): greedy o_e
     from a sentence holding a golden answer against one holding none, on `gate_questions` training questions; it
     passes when the F1 contrast is at least `gate_min_contrast` and its 95% interval excludes 0 (decided before the
-    run)."""
+    run). Then, if it passed (repro.train.evidence_seeds): one GRPO run of the profile's `train` recipe per GRPO seed
+    of `seeds` (`train.seed`), from the one warm-up, each scored against the starting policy on `heldout_questions`
+    answerable dev questions after the first `train.dev_max_questions`."""
 
     gate_questions: int = 64
     gate_min_contrast: float = 0.05
+    seeds: list[int] = dataclasses.field(default_factory=lambda: [0, 1, 2])
+    heldout_questions: int = 200
+    max_steps: int | None = None  # GRPO steps per seed (None: train.max_steps)
 
     def __post_init__(self):
         if self.gate_questions < 2 or not 0 < self.gate_min_contrast <= 1:
             raise ConfigError("evidence: need gate_questions >= 2 and 0 < gate_min_contrast <= 1")
+        if not self.seeds or len(set(self.seeds)) != len(self.seeds) or self.heldout_questions < 2:
+            raise ConfigError("evidence: need distinct seeds (at least one) and heldout_questions >= 2")
+        if self.max_steps is not None and self.max_steps < 1:
+            raise ConfigError("evidence.max_steps: a positive number of GRPO steps per seed (or null)")
 
 
 @dataclasses.dataclass(frozen=True)

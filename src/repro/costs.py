@@ -451,7 +451,7 @@ def grpo_wall(cfg: Profile, a: Assumptions, max_steps: int | None = None, subset
                                                                        or t.num_iterations > 1)
     step = train_seconds(s, a, completions * (prompt + completion) * t.num_iterations, flops, n)
     dev = math.ceil(capped(questions(cfg, t.dataset, "dev"), t.dev_max_questions) / n)
-    evaluations = int(t.evaluate_initial) + math.ceil(steps / t.save_steps)
+    evaluations = 0 if t.selection_metric is None else int(t.evaluate_initial) + math.ceil(steps / t.save_steps)
     wall = (generations * (rollouts(t.per_device_batch_size * spg) + s.weights / GB * a.sync_seconds_per_gb)
             + steps * step + evaluations * rollouts(dev) + engine_seconds(s, a, {}) + 2 * s.weights / a.disk_read)
     return wall + (a.stage_start if t.accelerate_config else 0), steps  # accelerate launches its own workers

@@ -5,7 +5,11 @@ With per-item scores of two systems on the same items (the valid route):
 - `approximate_randomization`: paired permutation test (scipy.stats.permutation_test, permutation_type="samples");
 - `mcnemar_test`: exact McNemar on per-item EM correctness (statsmodels), with `mcnemar_exact_interval`, the 95%
   interval of the difference of the two proportions that excludes 0 exactly when the exact test rejects;
-- `mcnemar_sample_size`: how many paired items McNemar needs for a given difference and discordant rate;
+- `mcnemar_score_interval`: Tango's unconditional score interval of that difference (does not shrink to [0, 0]
+  with few discordant pairs);
+- `stratified_mcnemar`: exact McNemar on discordant counts summed over strata (e.g. seeds), with Tango's interval;
+- `mcnemar_sample_size`: how many paired items McNemar needs for a given difference and discordant rate, and
+  `mcnemar_detectable_difference` the difference a given number of items detects;
 - `holm`: Holm's step-down correction across the comparisons of one table (statsmodels);
 - `tost_equivalence`: is a reproduced mean within ±margin of a reported value (statsmodels TOST).
 
@@ -25,6 +29,7 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
+from scipy import optimize
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
@@ -127,19 +132,82 @@ def mcnemar_exact_interval(only_a: int, only_b: int, n: int, confidence_level: f
     return discordant / n * (2 * low - 1), discordant / n * (2 * high - 1)
 
 
+def _tango_score(difference: float, only_a: int, only_b: int, n: int) -> float:
+    """Tango's score statistic Z(Δ) for H0: p_a − p_b = Δ, with the only-b cell probability at its MLE under H0 (the
+    root of the quadratic from maximizing only_a·log(p + Δ) + only_b·log p + (n − only_a − only_b)·log(1 − 2p − Δ))."""
+    w = -(only_a + only_b) + difference * (2 * n - only_a + only_b)
+    discriminant = max(w * w + 8 * n * only_b * difference * (1 - difference), 0.0)  # ≥ 0 up to rounding
+    p_only_b = (-w + math.sqrt(discriminant)) / (4 * n)
+    numerator = only_a - only_b - n * difference
+    variance = n * (2 * p_only_b + difference * (1 - difference))
+    if numerator == 0:  # also the 0/0 at Δ = 0 with no discordant pair, and at Δ = ±1 when all pairs are discordant
+        return 0.0
+    return numerator / math.sqrt(variance) if variance > 0 else math.copysign(math.inf, numerator)
+
+
+def mcnemar_score_interval(only_a: int, only_b: int, n: int, confidence_level: float = 0.95) -> tuple[float, float]:
+    """Tango's (1998) score interval of the paired difference p_a − p_b = (only_a − only_b)/n: every Δ ∈ [−1, 1] that
+    the score test |Z(Δ)| ≤ z_{1−α/2} does not reject (`_tango_score`; Z decreases in Δ, so one root on each side of
+    the estimate). At Δ = 0, Z is the uncorrected McNemar statistic (only_a − only_b)/√(only_a + only_b), so the
+    interval excludes 0 exactly when that asymptotic test rejects. Unlike `mcnemar_exact_interval` it is unconditional
+    (not conditional on the discordant count d): its width does not collapse to d/n when d is small, and with no
+    discordant pair it is ±z²/(n + z²), not [0, 0]. Being asymptotic it may disagree with the exact test near the
+    boundary: only_a = n = 4 (or 5) gives ((n − z²)/(n + z²), 1), which excludes 0, while the exact p is 0.125 (or
+    0.0625)."""
+    discordant = only_a + only_b
+    if min(only_a, only_b) < 0 or discordant > n or n < 1:
+        raise ValueError(f"need 0 <= only_a, only_b and only_a + only_b <= n, got {only_a}, {only_b}, {n}")
+    if not 0 < confidence_level < 1:
+        raise ValueError(f"confidence_level must be in (0, 1), got {confidence_level}")
+    estimate = (only_a - only_b) / n
+
+    def excess(difference: float, target: float) -> float:  # Φ(Z) is finite where Z is ±inf (Δ = ±1)
+        return float(sps.norm.cdf(_tango_score(difference, only_a, only_b, n))) - target
+
+    low = -1.0 if estimate == -1 else optimize.brentq(excess, -1.0, estimate, args=((1 + confidence_level) / 2,))
+    high = 1.0 if estimate == 1 else optimize.brentq(excess, estimate, 1.0, args=((1 - confidence_level) / 2,))
+    return float(low), float(high)
+
+
+def _binary_pairs(correct_a: Sequence[bool], correct_b: Sequence[bool]) -> tuple[np.ndarray, np.ndarray]:
+    x, y = _paired(correct_a, correct_b)
+    if not (np.isin(x, (0, 1)).all() and np.isin(y, (0, 1)).all()):
+        raise ValueError("McNemar needs binary per-item outcomes (EM of 0 or 1)")
+    return x.astype(bool), y.astype(bool)
+
+
 def mcnemar_test(correct_a: Sequence[bool], correct_b: Sequence[bool], exact: bool = True) -> SignificanceResult:
     """McNemar's test on per-item correctness (EM ∈ {0, 1}); exact binomial on the discordant pairs by default.
     `effect` is the EM difference, `statistic` statsmodels' statistic (min of the discordant counts if exact), `ci_*`
     the 95% exact interval of the difference (`mcnemar_exact_interval`)."""
-    x, y = _paired(correct_a, correct_b)
-    if not (np.isin(x, (0, 1)).all() and np.isin(y, (0, 1)).all()):
-        raise ValueError("McNemar needs binary per-item outcomes (EM of 0 or 1)")
-    x, y = x.astype(bool), y.astype(bool)
+    x, y = _binary_pairs(correct_a, correct_b)
     only_a, only_b = int(np.sum(x & ~y)), int(np.sum(~x & y))
     result = mcnemar([[np.sum(x & y), only_a], [only_b, np.sum(~x & ~y)]], exact=exact)
     return SignificanceResult("McNemar" + (" (exact)" if exact else ""), (only_a - only_b) / x.size,
                               float(result.statistic), float(result.pvalue), x.size,
                               *mcnemar_exact_interval(only_a, only_b, x.size))
+
+
+def stratified_mcnemar(strata: Sequence[tuple[Sequence[bool], Sequence[bool]]]) -> SignificanceResult:
+    """McNemar pooled over strata, each a pair (correct_a, correct_b) of per-item 0/1 outcomes (e.g. one per seed):
+    the discordant counts summed over strata (the Mantel-Haenszel test with matched pairs as strata reduces to this),
+    an exact two-sided binomial test of the sums at 0.5, `effect` Σ(only_a − only_b)/Σn with Tango's interval
+    (`mcnemar_score_interval`) on the sums, `statistic` the smaller summed count, `n` = Σn. The binomial treats every
+    discordant pair as independent: strata that repeat the same items (seeds on one question set) share the item
+    effects, so then p and interval are optimistic about generalizing to new items."""
+    if len(strata) == 0:
+        raise ValueError("stratified McNemar needs at least one stratum")
+    only_a = only_b = n = 0
+    for index, (correct_a, correct_b) in enumerate(strata):
+        try:
+            x, y = _binary_pairs(correct_a, correct_b)
+        except ValueError as error:
+            raise ValueError(f"stratum {index}: {error}") from None
+        only_a, only_b, n = only_a + int(np.sum(x & ~y)), only_b + int(np.sum(~x & y)), n + x.size
+    discordant = only_a + only_b
+    p_value = float(sps.binomtest(only_a, discordant, 0.5).pvalue) if discordant else 1.0
+    return SignificanceResult("stratified McNemar (exact)", (only_a - only_b) / n, float(min(only_a, only_b)), p_value,
+                              n, *mcnemar_score_interval(only_a, only_b, n))
 
 
 def mcnemar_sample_size(discordant_rate: float, difference: float, alpha: float = 0.05, power: float = 0.8) -> int:
@@ -152,6 +220,22 @@ def mcnemar_sample_size(discordant_rate: float, difference: float, alpha: float 
     z_alpha, z_power = sps.norm.ppf(1 - alpha / 2), sps.norm.ppf(power)
     return math.ceil((z_alpha * math.sqrt(psi) + z_power * math.sqrt(psi - delta**2)) ** 2 / delta**2)
 
+
+
+def mcnemar_detectable_difference(discordant_rate: float, n: int, alpha: float = 0.05, power: float = 0.8) -> float:
+    """The smallest difference `mcnemar_sample_size` says `n` paired items detect at `discordant_rate` (Connor's
+    formula solved for δ, unrounded); NaN when even δ = `discordant_rate` needs more items."""
+    psi = discordant_rate
+    if not 0 < psi <= 1 or n < 1:
+        raise ValueError(f"need 0 < discordant_rate <= 1 and n >= 1, got {discordant_rate} and {n}")
+    z_alpha, z_power = sps.norm.ppf(1 - alpha / 2), sps.norm.ppf(power)
+
+    def excess(delta: float) -> float:  # the items δ needs, minus n; decreasing in δ
+        return (z_alpha * math.sqrt(psi) + z_power * math.sqrt(psi - delta**2)) ** 2 / delta**2 - n
+
+    if excess(psi) > 0:
+        return math.nan
+    return float(optimize.brentq(excess, 1e-12, psi)) if excess(psi) < 0 else psi
 
 def holm(p_values: Sequence[float], alpha: float = 0.05) -> tuple[np.ndarray, np.ndarray]:
     """Holm's correction across one table's comparisons: (adjusted p-values, reject at `alpha`)."""

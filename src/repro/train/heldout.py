@@ -45,21 +45,25 @@ def policy_evidence(rollout: str) -> str:
     return tags.extract_evidence(rollout) if "<extract>" in rollout else ""
 
 
-def heldout_rows(cfg: Profile, questions: int | None = None) -> list[dict]:
+def heldout_rows(cfg: Profile, questions: int | None = None, answerable: bool = False) -> list[dict]:
     """`questions` (default `train.heldout_questions`) seeded contexts rows of the training dataset's dev split,
-    drawn from the rows after the first `train.dev_max_questions` (those select the checkpoint)."""
+    drawn from the rows after the first `train.dev_max_questions` (those select the checkpoint; every row when
+    `train.selection_metric` is null), only among the answerable ones with `answerable`."""
     train = cfg.train
     questions = questions or train.heldout_questions
     if questions is None:
         raise ValueError(f"profile {cfg.name}: train.heldout_questions is null (no held-out questions)")
-    if train.dev_max_questions is None:
+    selecting = train.selection_metric is not None
+    if selecting and train.dev_max_questions is None:
         raise ValueError(f"profile {cfg.name}: train.dev_max_questions is null, so dev selection uses every dev "
                          f"question and none is held out; set it to hold some out")
     path = layout.contexts_path(cfg, train.dataset, "dev")
-    remaining = read_contexts(path)[train.dev_max_questions:]
+    remaining = read_contexts(path)[train.dev_max_questions if selecting else 0:]
+    if answerable:
+        remaining = [row for row in remaining if answer_in_passages(row)]
     if not remaining:
-        raise ValueError(f"{path}: no dev question after the first train.dev_max_questions="
-                         f"{train.dev_max_questions}")
+        raise ValueError(f"{path}: no {'answerable ' if answerable else ''}dev question after the first "
+                         f"train.dev_max_questions={train.dev_max_questions if selecting else 0}")
     return sample_rows(remaining, questions, cfg.seed)
 
 

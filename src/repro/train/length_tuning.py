@@ -97,6 +97,9 @@ def tune_point(cfg: Profile, tau: float, gamma: float, root: Path, train: Traine
     its checkpoints and extractor are deleted once the result is written."""
     tuning = cfg.length_tuning
     metric = tuning.metric or cfg.train.selection_metric
+    if metric is None:
+        raise ValueError(f"profiles.{cfg.name}.length_tuning.metric and train.selection_metric are both null: the "
+                         f"pairs need a dev metric to be compared on")
     point_cfg = with_length_rewards(cfg, tau, gamma)
     key = point_key(point_cfg, tuning.max_steps)
     run_dir = root / point_name(tau, gamma)

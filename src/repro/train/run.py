@@ -8,7 +8,8 @@ A run directory (default `data/<profile>/train/eviomni`) holds
                                      loadable by repro.generation like any other extractor (with `train.lora`,
                                      the checkpoints hold adapters: the selected one is merged into the policy)
     selection.json                   which step was selected, on which metric, with which value (or that no dev
-                                     metric existed and the last step was exported)
+                                     metric existed, or `train.selection_metric` is null, and the last step was
+                                     exported)
     run_config.json                  everything the run depends on, with its fingerprint (and how many training
                                      questions `train.require_answer_in_passages` dropped)
 
@@ -79,11 +80,17 @@ def nli_scorer(cfg: Profile, rewards_cfg: RewardsConfig) -> NLIScorer | None:
     return NLIScorer(resolve(rewards_cfg.nli_model, cfg.name), device=str(PartialState().device))
 
 
+def grpo_seed(cfg: Profile, train: TrainConfig) -> int:
+    """GRPO's seed: `train.seed`, or the profile's seed when it is null."""
+    return cfg.seed if train.seed is None else train.seed
+
+
 def grpo_args(cfg: Profile, train: TrainConfig, output_dir: Path, progress: bool = True) -> GRPOConfig:
     """TRL's config for a profile: the paper's values (lr, β, ε) and ours for what it omits
     (D38, D39); vLLM's importance-sampling correction only when the profile asks for it (D139)."""
+    seed = grpo_seed(cfg, train)
     return GRPOConfig(
-        output_dir=str(output_dir), seed=cfg.seed, data_seed=cfg.seed, report_to="none",
+        output_dir=str(output_dir), seed=seed, data_seed=seed, report_to="none",
         learning_rate=train.learning_rate, beta=train.beta, epsilon=train.epsilon, loss_type=train.loss_type,
         num_generations=train.num_generations, per_device_train_batch_size=train.per_device_batch_size,
         gradient_accumulation_steps=train.gradient_accumulation_steps,
@@ -140,15 +147,18 @@ def export_checkpoint(checkpoint: Path, out: Path, dtype: str | None = None) -> 
     shutil.rmtree(old, ignore_errors=True)
 
 
-def selected_step(state: TrainerState, metric: str) -> tuple[int, str]:
+def selected_step(state: TrainerState, metric: str | None) -> tuple[int, str]:
     """The step to export and how it was chosen: the best dev score of `metric`, or, when the run has none
-    (`state.best_metric` None or NaN: no checkpoint was scored on dev), the last step, saying so."""
+    (`metric` None: no dev selection; `state.best_metric` None or NaN: no checkpoint was scored on dev), the last
+    step, saying so."""
+    if metric is None:
+        return state.global_step, "last step: train.selection_metric is null (no dev selection)"
     if state.best_metric is not None and math.isfinite(state.best_metric) and state.best_global_step:
         return state.best_global_step, f"best dev {metric} = {state.best_metric:.4g}"
     return state.global_step, f"last step: no dev {metric} was recorded (best_metric = {state.best_metric})"
 
 
-def _export_selected(state: TrainerState, run: TrainRun, metric: str, dtype: str) -> None:
+def _export_selected(state: TrainerState, run: TrainRun, metric: str | None, dtype: str) -> None:
     step, selected_by = selected_step(state, metric)
     checkpoint = run.checkpoints / f"checkpoint-{step}"
     export_checkpoint(checkpoint, run.extractor, dtype)
@@ -179,8 +189,8 @@ def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_r
     model_path = starting_policy(cfg, progress=progress)
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
     args = grpo_args(cfg, train, run.checkpoints, progress)
-    config = {"profile": cfg.name, "seed": cfg.seed, "extractor": cfg.models.extractor, "dtype": cfg.models.dtype,
-              "train": dataclasses.asdict(train), "rewards": dataclasses.asdict(rewards_cfg),
+    config = {"profile": cfg.name, "seed": grpo_seed(cfg, train), "extractor": cfg.models.extractor,
+              "dtype": cfg.models.dtype, "train": dataclasses.asdict(train), "rewards": dataclasses.asdict(rewards_cfg),
               "train_rows": fingerprint(list(train_rows)), "dev_rows": fingerprint(list(dev_rows)),
               "processes": args.world_size, "train_questions": train_questions}
     _prepare_run_dir(run, config, args.process_index == 0)
@@ -191,9 +201,10 @@ def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_r
         kl_estimator=train.kl_estimator, shared_prefill=train.shared_prefill, rollout_model=train.rollout_model,
         peft_config=peft_config(train.lora))
     trainer.add_callback(TrainLogCallback(run.train_log))
-    trainer.add_callback(DevSelectionCallback(trainer, dev_rows, train.selection_metric, run.dev_log,
-                                              evaluate_initial=train.evaluate_initial,
-                                              score_single_checkpoint=score_single_checkpoint))
+    if train.selection_metric is not None:
+        trainer.add_callback(DevSelectionCallback(trainer, dev_rows, train.selection_metric, run.dev_log,
+                                                  evaluate_initial=train.evaluate_initial,
+                                                  score_single_checkpoint=score_single_checkpoint))
     for callback in callbacks:
         trainer.add_callback(callback)
     return trainer
@@ -228,7 +239,8 @@ def train_in_process(cfg: Profile, root: str | Path | None = None, *, answer_sub
     if questions["require_answer_in_passages"]:
         print(f"train.require_answer_in_passages: dropped {questions['dropped']} of {questions['questions']} "
               f"training questions whose top-k passages hold no golden answer", flush=True)
-    dev_rows = split_rows(cfg, "dev", tokenizer, train.dev_max_questions)
+    selects = train.selection_metric is not None  # without dev selection no dev row is read (D192)
+    dev_rows = split_rows(cfg, "dev", tokenizer, train.dev_max_questions) if selects else []
     run = TrainRun(Path(root) if root is not None else layout.train_run_dir(cfg.name))
     return fit(cfg, run, rows, dev_rows, answer_subset=answer_subset, max_steps=max_steps, progress=progress,
                train_questions=questions, score_single_checkpoint=score_single_checkpoint)
