@@ -133,7 +133,10 @@ def test_the_verdict_follows_the_rules_written_before_the_run():
 def test_step_two_waits_for_the_gate(tmp_path, monkeypatch):
     cfg = load_profile("cpu-evidence")
     monkeypatch.chdir(tmp_path)
-    assert es.study_record(dataclasses.replace(cfg, evidence=None)) == {"profile": "cpu-evidence", "requested": False}
+    off = {"profile": "cpu-evidence", "requested": False}
+    assert es.record_study(dataclasses.replace(cfg, evidence=None), tmp_path / "out") == off
+    for directory in (tmp_path / "out", es.seed_run(cfg, 0).root.parent):  # both outputs of the stage exist
+        assert read_json(directory / "study.json") == off
     with pytest.raises(FileNotFoundError, match="evidence_gate first"):
         es.study_record(cfg)
     write_json(es.gate_file(cfg), {"requested": True, "passes": False})
@@ -171,6 +174,9 @@ def test_the_study_trains_each_seed_scores_every_policy_on_the_same_questions_an
     assert {path.name: path.stat().st_mtime_ns for path in scores.iterdir()} == stamps
     for name, frame in study.items.items():
         pd.testing.assert_frame_equal(again.items[name], frame, check_dtype=False)
+    monkeypatch.setattr(es, "scoring_code", lambda: "changed")  # other scoring code: the cache is not reused
+    es.run_seeds(cfg, progress=False)
+    assert all(path.stat().st_mtime_ns != stamps[path.name] for path in scores.iterdir())
 
     recall = es.evidence_recall(study.items)
     verdict = es.seeds_verdict(recall, es.primary_outcomes(recall, es.probe_shares(study.items)), es.baselines(study))

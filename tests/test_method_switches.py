@@ -340,6 +340,13 @@ def test_the_stage_trains_each_pair_selects_the_best_and_reuses_finished_pairs(t
     assert [c[2] for c in fake.calls[4:]] == [3, 3, 3, 3]  # another configuration: trained again
 
 
+def test_the_stage_refuses_a_recipe_without_dev_selection(tmp_path):
+    cfg = dataclasses.replace(load_profile("ci"), length_tuning=LengthTuningConfig(tau=[0.2], gamma=[0.3], max_steps=2))
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, selection_metric=None))  # D192
+    with pytest.raises(ValueError, match="train.selection_metric is null"):
+        length_tuning.tune_length_rewards(cfg, tmp_path, train=FakeTraining({}))
+
+
 def test_the_cost_estimate_counts_a_configured_grid():
     cfg = load_profile("paper-1p5b")
     assert "length_tuning" not in [e.stage for e in costs.estimate(cfg)]

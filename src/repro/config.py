@@ -597,7 +597,7 @@ class EvidenceConfig:
     passes when the F1 contrast is at least `gate_min_contrast` and its 95% interval excludes 0 (decided before the
     run). Then, if it passed (repro.train.evidence_seeds): one GRPO run of the profile's `train` recipe per GRPO seed
     of `seeds` (`train.seed`), from the one warm-up, each scored against the starting policy on `heldout_questions`
-    answerable dev questions after the first `train.dev_max_questions`."""
+    answerable held-out dev questions (repro.train.heldout)."""
 
     gate_questions: int = 64
     gate_min_contrast: float = 0.05

@@ -33,12 +33,14 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from repro import metrics, stats
+from repro import masking, metrics, rewards, stats, tags
 from repro.config import Profile
 from repro.data import layout
 from repro.data.corpus import split_contents
 from repro.data.sentences import keyed_rng, passage_sentences, random_sentence
-from repro.io import fingerprint, model_fingerprint, read_json, read_jsonl, write_jsonl, write_text
+from repro.generation import transformers_backend
+from repro.io import fingerprint, model_fingerprint, read_json, read_jsonl, write_json, write_jsonl, write_text
+from repro.train import evidence_probe, heldout, reward, rollout
 from repro.train.evidence_probe import probe_items
 from repro.train.heldout import heldout_rows, policy_evidence, score_policy
 from repro.train.logs import TrainRun
@@ -49,6 +51,7 @@ STUDY = "evidence_seeds"
 START = "start"
 ALPHA = 0.05
 PLAN = {"questions": 200, "seeds": 3}  # below these, the numbers show the mechanics, not a measurement
+SCORING_MODULES = (heldout, evidence_probe, rollout, reward, rewards, masking, metrics, tags, transformers_backend)
 ITEM_COLUMNS = ["id", "answerable", "rollout", "o_e", "reward_format", "ar_evidence", "evidence_words",
                 "ar_random_span", "sentences", "answer_sentences", "answer_share"]
 
@@ -119,11 +122,19 @@ def score_items(cfg: Profile, policy: str, rows: Sequence[dict], progress: bool 
     return items[ITEM_COLUMNS]
 
 
+def scoring_code() -> str:
+    """sha256 of the code that scores a policy (SCORING_MODULES): the scores' cache is kept across stage runs, which
+    DVC starts again when any of its code changes."""
+    return fingerprint([Path(module.__file__).read_text(encoding="utf-8") for module in SCORING_MODULES])
+
+
 def cached_items(cfg: Profile, name: str, policy: str, rows: Sequence[dict], progress: bool = True) -> pd.DataFrame:
     """`score_items`, read from data/<profile>/train/evidence_seeds/scores/<name>.jsonl when its key (the policy's
-    weights, the questions, and the settings scoring reads) matches, else computed and written there atomically."""
+    weights, the questions, the settings and the code scoring reads) matches, else computed and written there
+    atomically."""
     path = layout.train_run_dir(cfg.name, f"{STUDY}/scores") / f"{name}.jsonl"
     key = fingerprint({"policy": model_fingerprint(policy), "rows": [str(r["id"]) for r in rows],
+                       "code": scoring_code(),
                        "rewards": dataclasses.asdict(cfg.rewards), "seed": cfg.seed, "inference": cfg.models.inference,
                        "train": {k: getattr(cfg.train, k) for k in ("max_completion_length", "max_answer_length",
                                                                      "heldout_backend", "heldout_options")}})
@@ -158,6 +169,15 @@ def study_record(cfg: Profile) -> dict:
     verdict = read_json(gate)
     return {"profile": cfg.name, "requested": True, "gate_passes": bool(verdict.get("passes")),
             "seeds": list(cfg.evidence.seeds), "heldout_questions": cfg.evidence.heldout_questions}
+
+
+def record_study(cfg: Profile, out_dir: str | Path) -> dict:
+    """`study_record`, written as `study.json` into `out_dir` and the runs' directory: both outputs of the stage
+    exist even when step 2 is not requested or the gate stopped it."""
+    record = study_record(cfg)
+    for directory in (Path(out_dir), layout.train_run_dir(cfg.name, STUDY)):
+        write_json(directory / "study.json", record)
+    return record
 
 
 def run_seeds(cfg: Profile, progress: bool = True) -> SeedsStudy:

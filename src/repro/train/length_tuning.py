@@ -96,10 +96,10 @@ def tune_point(cfg: Profile, tau: float, gamma: float, root: Path, train: Traine
     same key (then its kept log is read again, so a changed `length_tuning.metric` retrains nothing); after training,
     its checkpoints and extractor are deleted once the result is written."""
     tuning = cfg.length_tuning
+    if cfg.train.selection_metric is None:
+        raise ValueError(f"profiles.{cfg.name}.train.selection_metric is null: the pairs are scored by the dev passes "
+                         f"of train's checkpoint selection, which then do not run")
     metric = tuning.metric or cfg.train.selection_metric
-    if metric is None:
-        raise ValueError(f"profiles.{cfg.name}.length_tuning.metric and train.selection_metric are both null: the "
-                         f"pairs need a dev metric to be compared on")
     point_cfg = with_length_rewards(cfg, tau, gamma)
     key = point_key(point_cfg, tuning.max_steps)
     run_dir = root / point_name(tau, gamma)
