@@ -223,6 +223,11 @@ def test_held_out_scoring_matches_dev_selection_and_skips_the_selection_question
 
     reused = score_policy(ci_cfg, str(tiny_llama_dir), rows, rollouts=items["rollout"].tolist(), progress=False)
     pd.testing.assert_frame_equal(reused, items)
+    evidence_only = dataclasses.replace(ci_cfg, rewards=dataclasses.replace(ci_cfg.rewards, answer_subset=["evidence"]))
+    o_e_only = score_policy(evidence_only, str(tiny_llama_dir), rows, rollouts=items["rollout"].tolist(),
+                            progress=False, masked=["evidence"])
+    assert o_e_only["o_r"].isna().all() and o_e_only[["f1_rationale", "em_rationale"]].isna().all().all()
+    assert o_e_only["o_e"].map(lambda text: isinstance(text, str)).all()
     check = warmup_recall_check(rows, items["rollout"].tolist(), ci_cfg.seed)
     assert check.items["ar_policy"].tolist() == items["ar_evidence"].tolist()
     assert items["answerable"].all() and check.items["answerable"].all()  # every passage names Anna Berg<i>

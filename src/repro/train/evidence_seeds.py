@@ -44,6 +44,7 @@ from repro.train import evidence_probe, heldout, reward, rollout
 from repro.train.evidence_probe import probe_items
 from repro.train.heldout import heldout_rows, policy_evidence, score_policy
 from repro.train.logs import TrainRun
+from repro.train.rollout import MASKED_TARGETS
 from repro.train.run import train_extractor
 from repro.train.warmup import starting_policy
 
@@ -112,7 +113,8 @@ def score_items(cfg: Profile, policy: str, rows: Sequence[dict], progress: bool 
     (`score_policy`), its evidence's length in words and the AR of a random span of that length (0 words, and so
     AR 0, without an `<extract>`: format learning alone cannot look like evidence learning), and the probe's answer
     share after its own rollout's rationale."""
-    scored = score_policy(cfg, policy, rows, progress=progress)
+    masked = [t for t in MASKED_TARGETS if t == "evidence" or t in cfg.rewards.answer_subset]  # o_r if R^ans needs it
+    scored = score_policy(cfg, policy, rows, progress=progress, masked=masked)
     probe = probe_items(policy, rows, scored["rollout"].tolist(), cfg.models.inference)
     items = scored.merge(probe, on="id", validate="one_to_one")
     items["evidence_words"] = [len(policy_evidence(r).split()) for r in items["rollout"]]

@@ -68,10 +68,11 @@ def heldout_rows(cfg: Profile, questions: int | None = None, answerable: bool = 
 
 
 def score_policy(cfg: Profile, policy: str, rows: Sequence[dict], rollouts: Sequence[str] | None = None,
-                 progress: bool = True) -> pd.DataFrame:
+                 progress: bool = True, masked: Sequence[str] = MASKED_TARGETS) -> pd.DataFrame:
     """One row per question: whether it is answerable, the greedy rollout (or the given `rollouts`, e.g. the recall
     check's), o_r, o_e, every term of `score_rollout`'s summary, and `ar_evidence`, the answer recall of the rollout's
-    evidence."""
+    evidence. `masked` (a subset of MASKED_TARGETS) says which masked answers are generated; the others are None
+    and their terms NaN (the answer subset must not need them)."""
     tokenizer = AutoTokenizer.from_pretrained(policy)
     train_rows = [extraction_row(row, tokenizer, cfg.rewards.length_unit) for row in rows]
     with make_generator(cfg.train.heldout_backend, policy, dtype=cfg.models.inference, progress=progress,
@@ -82,7 +83,7 @@ def score_policy(cfg: Profile, policy: str, rows: Sequence[dict], rollouts: Sequ
                                                            batch_size=BATCH_SIZE))
         if len(rollouts) != len(train_rows):
             raise ValueError(f"{len(train_rows)} questions but {len(rollouts)} rollouts")
-        contexts = [answer_contexts(row["question"], row["passages"], parse_rollout(text), MASKED_TARGETS, cfg.rewards)
+        contexts = [answer_contexts(row["question"], row["passages"], parse_rollout(text), masked, cfg.rewards)
                     for row, text in zip(train_rows, rollouts)]
         answers = iter(generator.generate([ctx.render(tokenizer) for group in contexts for ctx in group],
                                           GenerationParams(max_new_tokens=cfg.train.max_answer_length,
