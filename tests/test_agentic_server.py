@@ -4,6 +4,7 @@ port) serving BM25 over a small corpus written for the module."""
 import contextlib
 import http.client
 import json
+import re
 import socket
 import string
 import threading
@@ -11,6 +12,7 @@ import time
 from urllib.parse import urlsplit
 
 import pytest
+import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -86,9 +88,7 @@ def test_response_format_matches_search_r1(server):
     ([], "JSON object"),
     ({"queries": "one query"}, "list of strings"),
     ({"queries": ["ok", 3]}, "list of strings"),
-    ({"queries": []}, "1 to 4"),
-    ({"queries": ["q"] * 5}, "1 to 4"),
-    ({"queries": ["ok", "  "]}, "query 1 is blank"),
+    ({"queries": ["q"] * 5}, "more than the server's --max-queries 4"),
     ({"queries": ["q"], "topk": 0}, "'topk'"),
     ({"queries": ["q"], "topk": 6}, "'topk'"),
     ({"queries": ["q"], "topk": "3"}, "'topk'"),
@@ -145,6 +145,95 @@ def test_close_frees_the_port(local_search):
     server.close()
     with pytest.raises(RetrievalError):
         RetrievalClient(url, timeout=2).search(["Teide"], 1)
+
+
+# Search-R1's agent loop as its client speaks it (D194) -----------------------------------------------------------
+
+
+def search_r1_step(url: str, responses: list[str], topk: int) -> list[str]:
+    """One step of Search-R1's agent loop (`LLMGenerationManager.execute_predictions` with `do_search`), client side,
+    as Search-R1 writes it: the first `<search>`/`<answer>` pair of each response is its action, with its content
+    stripped; every search of the step goes out in one request, even when there is none; the answer is read with
+    `["result"]` (a KeyError on any other body); each hit list becomes `Doc i(Title: t) text` lines, popped in order."""
+    actions = [re.search(r"<(search|answer)>(.*?)</\1>", r, re.DOTALL) for r in responses]
+    queries = [a.group(2).strip() for a in actions if a and a.group(1) == "search"]
+    results = requests.post(url, json={"queries": queries, "topk": topk, "return_scores": True}).json()["result"]
+    assert len(results) == len(queries)
+    information = []
+    for ranked in results:
+        lines = ""
+        for i, hit in enumerate(ranked):
+            title, *text = hit["document"]["contents"].split("\n")
+            lines += f"Doc {i + 1}(Title: {title}) {chr(10).join(text)}\n"
+        information.append(lines)
+    observations = []
+    for action in actions:
+        if action and action.group(1) == "search":
+            observations.append(f"\n\n<information>{information.pop(0).strip()}</information>\n\n")
+        else:
+            observations.append("" if action else "invalid")
+    return observations
+
+
+def test_search_r1s_agent_loop_gets_an_answer_to_every_step(server):
+    nobody_searches = search_r1_step(server.url, ["<answer> Tenerife </answer>", "no action"], topk=2)
+    assert nobody_searches == ["", "invalid"]  # an empty query list is answered {"result": []}
+    observations = search_r1_step(server.url, ["<search> </search>", "<think>hm</think><search>Mona Lisa</search>",
+                                               "<answer>x</answer>"], topk=2)
+    assert observations[0] == "\n\n<information></information>\n\n"  # blank: no term, no hit, as Lucene
+    assert observations[1].startswith('\n\n<information>Doc 1(Title: "Mona Lisa") The Mona Lisa is a portrait')
+    assert observations[2] == ""
+
+
+def test_topk_beyond_the_corpus_returns_every_passage(local_search):
+    with RetrievalServer(local_search, max_topk=100) as server:
+        status, payload = post(server, json.dumps({"queries": ["Teide", "the of"], "topk": 50}).encode())
+    assert status == 200 and [len(hits) for hits in payload["result"]] == [len(PAGES), 0]
+
+
+def test_a_search_r1_training_step_fits_the_default_query_limit(local_search):
+    with RetrievalServer(local_search) as server:  # batch 512 x n_agent 5, Search-R1's defaults
+        status, payload = post(server, json.dumps({"queries": ["Mount Teide volcano"] * 2560, "topk": 3}).encode())
+    assert status == 200 and len(payload["result"]) == 2560
+
+
+class SlowSearch:
+    """Takes `seconds` per request, as a large index would, so that requests overlap."""
+
+    def __init__(self, search, seconds: float):
+        self.inner, self.seconds = search, seconds
+
+    def search(self, queries, topk):
+        time.sleep(self.seconds)
+        return self.inner.search(queries, topk)
+
+
+def test_under_load_every_request_is_answered_with_a_status(local_search):
+    clients, threads = 64, 4
+    with RetrievalServer(SlowSearch(local_search, 0.02), max_threads=threads) as server:
+        def ask(i: int) -> int:
+            body = json.dumps({"queries": [f"Teide {i}"], "topk": 1}).encode()
+            status, _, payload = exchange(server, request_bytes(body, [("Content-Length", str(len(body)))]),
+                                          half_close=False)
+            assert status == 503 or "Teide" in json.loads(payload)["result"][0][0]["contents"]
+            return status
+
+        start = threading.Barrier(clients)
+        statuses, errors = [], []
+
+        def client(i: int) -> None:
+            start.wait()
+            try:
+                statuses.append(ask(i))
+            except Exception as err:  # a dropped connection or a wrong answer, surfaced below
+                errors.append(err)
+
+        pool = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+        for t in pool:
+            t.start()
+        for t in pool:
+            t.join(timeout=60)
+    assert not errors and len(statuses) == clients and set(statuses) <= {200, 503} and 200 in statuses
 
 
 # Hostile input (D105): every request gets a well-formed HTTP answer with a status ------------------------------

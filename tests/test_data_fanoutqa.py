@@ -66,6 +66,8 @@ def test_distractor_set_has_gold_passages_and_answer_free_distractors(tmp_path, 
     search = lambda qs, k: bm25.search(qs, k)[1].tolist()  # noqa: E731
     built = distractor_rows(rows, store, search, paragraphs=10, min_distractors=8, seed=0)
     assert built == distractor_rows(rows, store, search, paragraphs=10, min_distractors=8, seed=0)
+    padded = lambda qs, k: [[-1] + hits for hits in search(qs, k)]  # noqa: E731  (-1: no hit, as FAISS pads)
+    assert distractor_rows(rows, store, padded, paragraphs=10, min_distractors=8, seed=0) == built
     gold_rows = store.rows_by_title()
     for row in built:
         paras = row["metadata"]["paragraphs"]

@@ -94,3 +94,11 @@ def test_bm25_finds_the_page_and_survives_save_and_load(tmp_path, store):
     assert scores[0, 0] >= scores[0, 1] >= scores[0, 2]
     bm25.save(tmp_path / "bm25")
     np.testing.assert_array_equal(BM25Retriever.load(tmp_path / "bm25").search(QUERIES[:1], 3)[1], rows)
+
+
+def test_bm25_as_lucene_a_query_without_terms_matches_nothing_and_k_beyond_the_corpus_pads(store):
+    bm25 = BM25Retriever.build(store, progress=False)
+    scores, rows = bm25.search(["", "the of and", QUERIES[0]], len(store) + 2)
+    assert rows.shape == scores.shape == (3, len(store) + 2)
+    assert (rows[:2] == -1).all() and (scores[:2] == 0).all()
+    assert sorted(rows[2, :len(store)]) == list(range(len(store))) and (rows[2, len(store):] == -1).all()

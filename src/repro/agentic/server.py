@@ -6,11 +6,14 @@
       → 400 / 404 / 405 / 408 / 411 / 413 {"error": "..."} for a malformed, slow or oversized request
       → 500 {"error": "..."} when the search itself fails; 503 when every worker thread is busy
 
-As in Search-R1's `retrieval_server.py`, `topk` defaults to the server's and `return_scores` to false.
-Requests are validated (JSON object, known fields, types, 1 ≤ topk ≤ max_topk, 1 ≤ #queries ≤ max_queries,
-non-blank queries, body size) and searched one at a time (retrievers are not thread-safe). Every failure is
-answered with a status, never a dropped connection: a socket that stalls for `read_timeout` seconds gets 408,
-and at most `max_threads` connections are served at once (D105).
+As in Search-R1's `retrieval_server.py`, `topk` defaults to the server's and `return_scores` to false, an empty
+query list gets `{"result": []}` (Search-R1's agent posts one on a step where no rollout searches), a blank query
+(`<search> </search>`) is searched as any other (a dense retriever returns its top-k, BM25 nothing, as Lucene),
+and a `topk` beyond a small corpus returns what there is. Requests are validated (JSON object, known fields,
+types, 1 ≤ topk ≤ max_topk, #queries ≤ max_queries, body size) and searched one at a time (retrievers are not
+thread-safe). Every failure is answered with a status, never a dropped connection: a socket that stalls for
+`read_timeout` seconds gets 408, at most `max_threads` connections are served at once and the others are answered
+503 (D105, D194).
 
     with RetrievalServer(LocalSearch(retriever, store)) as server:    # ephemeral port
         client = RetrievalClient(server.url)
@@ -34,6 +37,7 @@ from repro.agentic.search import Search
 HOST = "127.0.0.1"
 PATH = "/retrieve"
 FIELDS = ("queries", "topk", "return_scores")
+MAX_QUERIES = 4096  # per request: a Search-R1 training step posts up to batch 512 x n_agent 5 = 2,560 queries
 
 
 class RequestError(ValueError):
@@ -54,10 +58,9 @@ def validate_request(body: object, default_topk: int, max_topk: int, max_queries
     queries = body.get("queries")
     if not isinstance(queries, list) or not all(isinstance(q, str) for q in queries):
         raise RequestError("'queries' must be a list of strings")
-    if not 1 <= len(queries) <= max_queries:
-        raise RequestError(f"'queries' must hold 1 to {max_queries} queries, got {len(queries)}")
-    if blank := [i for i, q in enumerate(queries) if not q.strip()]:
-        raise RequestError(f"query {blank[0]} is blank")
+    if len(queries) > max_queries:
+        raise RequestError(f"'queries' holds {len(queries)} queries, more than the server's --max-queries "
+                           f"{max_queries}")
     if invalid := [i for i, q in enumerate(queries) if not q.isascii() and _has_surrogate(q)]:
         raise RequestError(f"query {invalid[0]} is not valid Unicode (it holds a lone surrogate)")
     topk = body.get("topk", default_topk)
@@ -184,6 +187,8 @@ class _HTTPServer(ThreadingHTTPServer):
     daemon_threads = True
     app: RetrievalServer
 
+    request_queue_size = 128  # the listen backlog: connections beyond it would wait for a SYN retry, unanswered
+
     def __init__(self, address, handler, max_threads: int):
         super().__init__(address, handler)
         self._slots = threading.BoundedSemaphore(max_threads)
@@ -218,7 +223,7 @@ class RetrievalServer:
     every read of a request; `max_threads` bounds the connections served at once."""
 
     def __init__(self, search: Search, port: int = 0, default_topk: int = 3, max_topk: int = 100,
-                 max_queries: int = 1024, max_body_bytes: int = 4 << 20, read_timeout: float = 30.0,
+                 max_queries: int = MAX_QUERIES, max_body_bytes: int = 16 << 20, read_timeout: float = 30.0,
                  max_threads: int = 16):
         if not 1 <= default_topk <= max_topk or max_queries < 1 or max_body_bytes < 1:
             raise ValueError("need 1 <= default_topk <= max_topk, max_queries >= 1 and max_body_bytes >= 1")
@@ -241,6 +246,8 @@ class RetrievalServer:
         if path != PATH:
             raise RequestError(f"no such endpoint {path!r}; use POST {PATH}", 404)
         queries, topk, return_scores = validate_request(body, self.default_topk, self.max_topk, self.max_queries)
+        if not queries:
+            return {"result": []}
         with self._lock:
             hits = self.search.search(queries, topk)
         return response_body(hits, return_scores)
@@ -283,10 +290,15 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--profile", help="profile of params.yaml (default: its `profile` key)")
     parser.add_argument("--port", type=int, default=8000, help="port on 127.0.0.1 (0: any free port)")
+    parser.add_argument("--max-queries", type=int, default=MAX_QUERIES,
+                        help="queries per request (Search-R1 posts a training step's searches at once: batch size "
+                             "x n_agent)")
+    parser.add_argument("--max-threads", type=int, default=16, help="connections served at once; others get 503")
     args = parser.parse_args(argv)
     cfg = load_profile(args.profile)
     search, store = open_local_search(cfg)
-    server = RetrievalServer(search, port=args.port, default_topk=cfg.agentic.topk)
+    server = RetrievalServer(search, port=args.port, default_topk=cfg.agentic.topk, max_queries=args.max_queries,
+                             max_threads=args.max_threads)
     signal.signal(signal.SIGTERM, _interrupt)
     print(f"serving retriever '{cfg.retrieval.agentic}' of profile {cfg.name} on {server.url}", flush=True)
     try:

@@ -108,7 +108,7 @@ def distractor_rows(rows: list[dict], store: PassageStore, search: Callable[[lis
         gold = rows_by_title[title]
         wanted = max(min_distractors, paragraphs - len(gold))
         distractors = []
-        for cand in candidates:
+        for cand in (c for c in candidates if c >= 0):  # -1: no hit (a corpus smaller than the pool)
             contents = store[cand]["contents"]
             if cand in gold or split_contents(contents)[0] == title or has_answer(contents, row["golden_answers"]):
                 continue

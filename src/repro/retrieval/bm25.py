@@ -29,7 +29,13 @@ class BM25Retriever:
         return cls(bm25s.BM25.load(str(directory), show_progress=False))
 
     def search(self, queries: list[str], k: int, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, row numbers), each (n_queries, k), best first."""
+        """(scores, row numbers), each (n_queries, k), best first. As in Lucene (Search-R1's BM25 server), a query
+        with no term left after the stopwords matches nothing and a `k` beyond the corpus gets every passage; the
+        missing hits are row -1, as FAISS pads them."""
         tokens = bm25s.tokenize(queries, stopwords="en", return_ids=False, show_progress=False)
-        rows, scores = self.model.retrieve(tokens, k=k, show_progress=progress)
+        kept = min(k, self.model.scores["num_docs"])
+        rows, scores = self.model.retrieve(tokens, k=kept, show_progress=progress)
+        rows = np.pad(rows, ((0, 0), (0, k - kept)), constant_values=-1)
+        scores = np.pad(scores, ((0, 0), (0, k - kept)))
+        rows[[not terms for terms in tokens]] = -1
         return scores, rows
