@@ -1,0 +1,93 @@
+"""Each stage's code dependencies derived from the import graph (repro.pipeline_deps, D195): dvc.yaml agrees with
+the graph, and the graph follows every way this code imports, on a package written for the test."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from repro import pipeline_deps as deps
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_dvc_yaml_lists_each_stages_code_as_the_import_graph_derives_it(monkeypatch):
+    monkeypatch.chdir(ROOT)  # the paths in dvc.yaml are relative to the repository root
+    assert deps.differences() == {}, "run `python -m repro.pipeline_deps --write`"
+
+
+def write_package(root: Path) -> None:
+    """repro/: a notebook runner, modules imported at the top, in a function, relatively, lazily through a package's
+    `_EXPORTS`, as a `-m` worker, through the preflight (not followed), and one module nothing imports."""
+    files = {
+        "__init__.py": "",
+        "notebooks.py": "from repro import preflight\n",
+        "preflight.py": "from repro import costs\n",
+        "costs.py": "",
+        "a.py": "import json\n\ndef f():\n    from repro.b import g\n    return g\n",
+        "b.py": "from . import c\n\ndef g():\n    return 'repro.worker'\n",
+        "c.py": "",
+        "worker/__init__.py": "",
+        "worker/__main__.py": "from ..pkg import lazy_name\n",
+        "pkg/__init__.py": "_EXPORTS = {'lazy_name': 'lazy'}\n",
+        "pkg/lazy.py": "",
+        "pkg/other.py": "",
+        "unused.py": "import repro.c\n",
+    }
+    for name, text in files.items():
+        path = root / "src" / "repro" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    cell = {"cell_type": "code", "source": ["%matplotlib inline\n", "from repro.a import f\n"], "metadata": {},
+            "outputs": [], "execution_count": None}
+    (root / "notebooks").mkdir()
+    (root / "notebooks" / "study.ipynb").write_text(json.dumps({"cells": [cell], "metadata": {}, "nbformat": 4,
+                                                                 "nbformat_minor": 5}))
+
+
+def test_the_graph_follows_function_relative_lazy_and_worker_imports_but_not_the_preflight(tmp_path):
+    write_package(tmp_path)
+    src, notebooks = tmp_path / "src", tmp_path / "notebooks"
+    code = deps.stage_code("python -m repro.notebooks study --profile ${profile}", src, notebooks)
+    assert code == sorted(f"{src.as_posix()}/repro/{name}" for name in [
+        "__init__.py", "notebooks.py", "a.py", "b.py", "c.py", "worker",  # every module of worker/: its directory
+        "pkg/__init__.py", "pkg/lazy.py"])
+    assert deps.stage_code("python -m repro.worker", src, notebooks) == sorted(
+        f"{src.as_posix()}/repro/{name}" for name in ["__init__.py", "worker", "pkg/__init__.py", "pkg/lazy.py"])
+    with pytest.raises(ValueError, match="python -m repro"):
+        deps.stage_code("bash run.sh", src, notebooks)
+
+
+def test_the_check_names_what_is_missing_and_the_rewrite_keeps_everything_else(tmp_path, monkeypatch):
+    write_package(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    pipeline = tmp_path / "dvc.yaml"
+    pipeline.write_text(
+        "# the pipeline\n"
+        "stages:\n"
+        "  study:  # a study\n"
+        "    cmd: python -m repro.notebooks study --profile ${profile}\n"
+        "    deps:\n"
+        "      - notebooks/study.ipynb\n"
+        "      - src/repro/notebooks.py\n"
+        "      - src/repro/unused.py\n"
+        "      - data/${profile}/assets  # kept by hand\n"
+        "    outs:\n"
+        "      - results/${profile}/study\n")
+    assert deps.differences(pipeline) == {"study": {
+        "missing": ["src/repro/__init__.py", "src/repro/a.py", "src/repro/b.py", "src/repro/c.py",
+                    "src/repro/pkg/__init__.py", "src/repro/pkg/lazy.py", "src/repro/worker"],
+        "extra": ["src/repro/unused.py"]}}
+    assert deps.rewrite(pipeline) == ["study"]
+    assert deps.differences(pipeline) == {}
+    lines = pipeline.read_text().splitlines()
+    assert lines[:6] == ["# the pipeline", "stages:", "  study:  # a study",
+                         "    cmd: python -m repro.notebooks study --profile ${profile}", "    deps:",
+                         "      - notebooks/study.ipynb"]
+    assert lines[-4:] == ["      - src/repro/worker", "      - data/${profile}/assets  # kept by hand", "    outs:",
+                          "      - results/${profile}/study"]
+    assert deps.rewrite(pipeline) == []  # nothing left to change
+
+    pipeline.write_text(pipeline.read_text().replace("      - src/repro/a.py", "      - src/repro/a.py  # why"))
+    with pytest.raises(ValueError, match="src/repro/a.py carries a comment"):
+        deps.rewrite(pipeline)
