@@ -419,10 +419,9 @@ def test_a_local_teacher_on_vllms_engine_answers_as_on_transformers_and_ends_wit
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     with teacher_pool(on_vllm.ar_study.teacher) as pool:
         outputs = Teacher(on_vllm, pool).respond(rows)
-        started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before
-                   and "resource_tracker" not in " ".join(p.cmdline())]  # multiprocessing's, for the process
-        assert started and pool.engines_alive == 1
-    assert not psutil.wait_procs(started, timeout=30)[1]  # the engine's processes are gone with the pool
+        engine, _ = pool.get(str(tiny_llama_dir))
+        assert pool.engines_alive == 1 and {p.pid for p in psutil.Process().children(recursive=True)} == before
+    assert engine.llm is None  # the engine (in this process: D193) ended with the pool
     on_transformers = with_teacher(cfg, model=str(tiny_llama_dir), backend="transformers",
                                    options={"dtype": "float32"}, max_new_tokens=16)
     with teacher_pool(on_transformers.ar_study.teacher) as pool:

@@ -17,6 +17,8 @@ from transformers import AutoTokenizer
 
 from repro.config import load_profile
 from repro.generation import GenerationParams, make_generator
+from repro.generation import vllm_backend
+from repro.generation.vllm_backend import MULTIPROCESSING_VARIABLE
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -55,18 +57,21 @@ class EngineCore:
 
     def shutdown(self):
         self.shutdowns += 1
+        sys.modules["vllm.v1.engine.core"].cleanup_dist_env_and_memory()  # as vLLM's, in its module `core`
 
 
 class LLM:
     def __init__(self, model: str, *, dtype: str = "auto", tensor_parallel_size: int = 1,
                  gpu_memory_utilization: float = 0.9, max_model_len: int | None = None,
                  enforce_eager: bool = False, trust_remote_code: bool = False, enable_lora: bool = False,
-                 max_lora_rank: int = 16, kv_cache_memory_bytes: int | None = None):
+                 max_lora_rank: int = 16, kv_cache_memory_bytes: int | None = None,
+                 distributed_executor_backend: str | None = None):
         self.engine_args = dict(model=model, dtype=dtype, tensor_parallel_size=tensor_parallel_size,
                                 gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len,
                                 enforce_eager=enforce_eager, trust_remote_code=trust_remote_code,
                                 enable_lora=enable_lora, max_lora_rank=max_lora_rank,
                                 kv_cache_memory_bytes=kv_cache_memory_bytes)
+        self.executor, self.multiprocessing = distributed_executor_backend, os.environ.get(MULTIPROCESSING_VARIABLE)
         self.tokenizer = AutoTokenizer.from_pretrained(model)
         self.llm_engine = types.SimpleNamespace(engine_core=EngineCore())
         self.calls = []
@@ -94,12 +99,24 @@ def reply(prompt_text: str, sample: int) -> str:
 
 @pytest.fixture
 def fake_vllm(monkeypatch):
+    """The stand-in as `vllm`; its engines count as this test's only open engines. `vllm.v1.engine.core.teardowns`
+    counts the engine shutdowns that tore down the process groups (vLLM's `cleanup_dist_env_and_memory`)."""
     vllm = types.ModuleType("vllm")
     vllm.LLM, vllm.SamplingParams = LLM, SamplingParams
     lora, lora_request = types.ModuleType("vllm.lora"), types.ModuleType("vllm.lora.request")
     lora_request.LoRARequest = LoRARequest
-    for name, module in (("vllm", vllm), ("vllm.lora", lora), ("vllm.lora.request", lora_request)):
+    core = types.ModuleType("vllm.v1.engine.core")
+    core.teardowns = 0
+
+    def cleanup_dist_env_and_memory(shutdown_ray=False):
+        core.teardowns += 1
+
+    core.cleanup_dist_env_and_memory = cleanup_dist_env_and_memory
+    packages = {name: types.ModuleType(name) for name in ("vllm.v1", "vllm.v1.engine")}
+    for name, module in (("vllm", vllm), ("vllm.lora", lora), ("vllm.lora.request", lora_request), *packages.items(),
+                         ("vllm.v1.engine.core", core)):
         monkeypatch.setitem(sys.modules, name, module)
+    monkeypatch.setattr(vllm_backend, "IN_PROCESS_ENGINES", set())
 
 
 PROMPTS = [
@@ -152,6 +169,20 @@ def test_the_engine_is_shut_down_once_by_its_owner_not_by_views(fake_vllm, tiny_
     assert core.shutdowns == 1
     with pytest.raises(RuntimeError, match="closed"):
         engine.with_adapter(None)
+
+
+def test_without_gpus_every_engine_with_one_worker_runs_in_this_process(fake_vllm, tiny_llama_dir, monkeypatch):
+    monkeypatch.delenv(MULTIPROCESSING_VARIABLE, raising=False)
+    first, second = (make_generator("vllm", str(tiny_llama_dir), progress=False) for _ in range(2))
+    for engine in (first, second):
+        assert (engine.llm.executor, engine.llm.multiprocessing) == ("uni", "0")  # set while it starts
+    assert MULTIPROCESSING_VARIABLE not in os.environ  # and restored after
+    parallel = make_generator("vllm", str(tiny_llama_dir), tensor_parallel_size=2, progress=False)
+    assert (parallel.llm.executor, parallel.llm.multiprocessing) == (None, None)  # workers of its own
+    core = sys.modules["vllm.v1.engine.core"]
+    for engine, teardowns in ((parallel, 0), (first, 0), (second, 1)):  # by the last in-process engine only
+        engine.close()
+        assert core.teardowns == teardowns
 
 
 def test_adapters_need_an_engine_started_with_lora_slots(fake_vllm, tiny_llama_dir, tmp_path):
