@@ -1,6 +1,5 @@
 import contextlib
 import os
-import re
 import socket
 import subprocess
 import sys
@@ -10,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from repro.paper import PAPER_SEED, paper_excerpts  # noqa: F401  (the tests import them from here)
+
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_TEXT = ROOT / "data" / "paper" / "text"  # excerpts of the paper text with their provenance (D108)
-PAPER_SEED = "000_531d1c5eb96b639f.txt"
 
 # The test suite never touches a model hub, and paths in params.yaml are relative to the repository root.
 for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "DVC_NO_ANALYTICS"):
@@ -99,25 +99,9 @@ def smollm2_server(smollm2_dir):
         yield url
 
 
-def paper_excerpts(source: str = PAPER_SEED) -> dict[tuple[int, int], list[str]]:
-    """The verbatim excerpts in data/paper/text/<source>, keyed by their (first, last) line in the source."""
-    excerpts: dict[tuple[int, int], list[str]] = {}
-    current = None
-    for line in (PAPER_TEXT / source).read_text(encoding="utf-8").splitlines():
-        if match := re.fullmatch(r"## lines (\d+)-(\d+): .+", line):
-            current = excerpts.setdefault((int(match[1]), int(match[2])), [])
-        elif current is not None:
-            current.append(line)
-    for (first, last), lines in excerpts.items():
-        if len(lines) < last - first + 1 or any(lines[last - first + 1:]):
-            raise ValueError(f"{PAPER_TEXT / source}: the excerpt of lines {first}-{last} has {len(lines)} lines")
-        del lines[last - first + 1:]
-    return excerpts
-
-
 def paper_text(source: str = PAPER_SEED) -> str:
     """The excerpts of `source` joined, in source order."""
-    return "\n".join(line for _, lines in sorted(paper_excerpts(source).items()) for line in lines)
+    return "\n".join(line for _, lines in sorted(paper_excerpts(source, PAPER_TEXT).items()) for line in lines)
 
 
 def tagged_texts():
