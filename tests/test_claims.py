@@ -1,10 +1,12 @@
 import copy
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
 from conftest import PAPER_SEED, ROOT
+from repro import claims as claims_module
 from repro.io import InputError
 from repro.paper import KINDS, load_claims, load_paper_tables, select_cells
 
@@ -87,3 +89,53 @@ def test_load_claims_rejects_duplicate_ids_and_a_file_without_claims(claims, tmp
         load_claims(_write(tmp_path, [claims[0], claims[1], claims[1]]))
     with pytest.raises(InputError, match="non-empty YAML list of claims"):
         load_claims(_write(tmp_path, {"claims": claims}))
+
+
+# Verdicts on the reported numbers (repro.claims), by hand ---------------------------------------------------------
+
+
+def cells(values: dict[str, list[float]], metric: str = "EM") -> pd.DataFrame:
+    """Tidy rows of one table: each method's values over the datasets d0, d1, ..."""
+    return pd.DataFrame([{"table": "2", "dataset": f"d{i}", "split": "", "model_size": "1.5B", "method": method,
+                          "group": "", "metric": metric, "value": value}
+                         for method, column in values.items() for i, value in enumerate(column)])
+
+
+def test_sign_rule_supported_inconclusive_and_contradicted_by_hand():
+    six = cells({"A": [5, 5, 5, 5, 5, 5], "B": [1, 1, 1, 1, 1, 1], "C": [1, 1, 1, 1, 1, 9]})
+    wins = claims_module.sign_verdict(six, "A", ["B"], "EM", "greater")
+    assert wins["verdict"] == "supported" and wins["p"] == 1 / 64 and wins["n"] == 6  # 6 of 6: 0.5^6
+    holm = claims_module.sign_verdict(six, "A", ["B", "C"], "EM", "greater")
+    # Holm: B's 1/64 doubled, C's P(5 or 6 wins of 6) = 7/64 kept: C is not supported
+    assert holm["p"] == pytest.approx(7 / 64) and holm["verdict"] == "inconclusive at n = 6"
+    assert holm["detail"] == "wins-ties-losses vs B: 6-0-0; vs C: 5-0-1"
+    four = claims_module.sign_verdict(six[six["dataset"] < "d4"], "A", ["B"], "EM", "greater")
+    assert four["verdict"] == "inconclusive at n = 4" and four["floor_p"] == 1 / 16  # 4 cells cannot reach 0.05
+    assert claims_module.sign_verdict(six, "B", ["A"], "EM", "greater")["verdict"] == "contradicted"
+    faster = claims_module.sign_verdict(six, "B", ["A"], "EM", "less")  # lower is better, as latency
+    assert faster["verdict"] == "supported" and faster["p"] == 1 / 64
+    averaged = pd.concat([six, cells({"A": [0], "B": [9]}).assign(dataset="Average")])
+    assert claims_module.sign_verdict(averaged, "A", ["B"], "EM", "greater")["n"] == 6  # the Average row is left out
+
+
+def test_ordering_rule_by_hand():
+    table = cells({"A": [3, 2, 5], "B": [2, 3, 1], "C": [1, 1, 4]})
+    first = claims_module.ordering_verdict(table, "method", "A", 1, "higher")
+    assert first["verdict"] == "contradicted" and first["detail"].startswith("holds at 2 of 3 positions; fails: A at")
+    assert "'dataset': 'd1'" in first["detail"]
+    assert claims_module.ordering_verdict(table, "method", "A", 2, "higher")["verdict"] == "supported"
+    assert claims_module.ordering_verdict(table, "method", ["A", "B"], 2, "higher")["verdict"] == "contradicted"
+    assert claims_module.ordering_verdict(table, "method", "C", 1, "lower")["verdict"] == "contradicted"  # d2: B lower
+    tied = cells({"A": [2], "B": [2]})
+    assert claims_module.ordering_verdict(tied, "method", "A", 1, "higher")["verdict"] == "supported"  # none above
+
+
+def test_every_committed_claim_gets_a_verdict_in_the_fixed_words(claims):
+    verdicts = claims_module.reported_verdicts(claims, load_paper_tables())
+    assert verdicts["id"].tolist() == [claim["id"] for claim in claims]
+    words = verdicts["verdict"].str.replace(r" at n = \d+$", "", regex=True)
+    assert set(words) <= {"supported", "contradicted", "inconclusive", "not tested"}
+    by_id = verdicts.set_index("id")
+    assert by_id.at["eviomni-beats-var-rar", "verdict"] == "supported"  # 18 cells, every VAR/RAR method
+    assert by_id.at["eviomni-fewer-searches-7b-multihop", "verdict"] == "contradicted"  # HotpotQA 7B: 1.67 > 1.63
+    assert by_id.at["eviomni-beats-var-rar-significantly", "verdict"] == "not tested"
