@@ -45,7 +45,8 @@ repro: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_DIST) $(PYTEST_ARGS)
 
-## lab: open the notebooks in JupyterLab (kernel = this venv)
+## lab: JupyterLab on the repository (kernel = this venv): notebooks/, the executed copies under results/ and the
+## tables beside them; a save never writes into the DVC cache (repro.lab, D197)
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab --ServerApp.contents_manager_class=repro.lab.DetachingContentsManager
 
