@@ -121,7 +121,7 @@ def closure(roots: Iterable[str], extra_sources: Iterable[str] = (), src: Path =
     return {module_file(name, src) for name in seen}
 
 
-def collapse(files: set[Path], src: Path = SRC) -> list[str]:
+def collapse(files: set[Path]) -> list[str]:
     """`files` as dvc.yaml lists them: a package directory wherever every module under it is needed."""
     listed, covered = [], set()
     for directory in sorted({f.parent for f in files}, key=lambda d: len(d.parts)):
@@ -143,7 +143,7 @@ def stage_code(command: str, src: Path = SRC, notebooks: Path = NOTEBOOKS) -> li
     module, argument = match.groups()
     roots = [module] + ([f"{module}.__main__"] if _is_package(module, src) else [])
     sources = [notebook_source(notebooks / f"{argument}.ipynb")] if module == NOTEBOOK_RUNNER else []
-    return collapse(closure(roots, sources, src), src)
+    return collapse(closure(roots, sources, src))
 
 
 def _is_code(path: str) -> bool:
