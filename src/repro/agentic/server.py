@@ -38,6 +38,7 @@ HOST = "127.0.0.1"
 PATH = "/retrieve"
 FIELDS = ("queries", "topk", "return_scores")
 MAX_QUERIES = 4096  # per request: a Search-R1 training step posts up to batch 512 x n_agent 5 = 2,560 queries
+MAX_THREADS = 16  # connections served at once (D105)
 
 
 class RequestError(ValueError):
@@ -224,7 +225,7 @@ class RetrievalServer:
 
     def __init__(self, search: Search, port: int = 0, default_topk: int = 3, max_topk: int = 100,
                  max_queries: int = MAX_QUERIES, max_body_bytes: int = 16 << 20, read_timeout: float = 30.0,
-                 max_threads: int = 16):
+                 max_threads: int = MAX_THREADS):
         if not 1 <= default_topk <= max_topk or max_queries < 1 or max_body_bytes < 1:
             raise ValueError("need 1 <= default_topk <= max_topk, max_queries >= 1 and max_body_bytes >= 1")
         if not read_timeout > 0 or max_threads < 1:
@@ -293,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-queries", type=int, default=MAX_QUERIES,
                         help="queries per request (Search-R1 posts a training step's searches at once: batch size "
                              "x n_agent)")
-    parser.add_argument("--max-threads", type=int, default=16, help="connections served at once; others get 503")
+    parser.add_argument("--max-threads", type=int, default=MAX_THREADS, help="connections served at once; others get 503")
     args = parser.parse_args(argv)
     cfg = load_profile(args.profile)
     search, store = open_local_search(cfg)
