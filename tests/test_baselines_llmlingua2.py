@@ -8,7 +8,7 @@ import pytest
 from repro import assets
 from repro.baselines.llmlingua2 import LLMLingua2, check_model_name, seed_tiktoken_cache
 from repro.config import LLMLingua2Config
-from repro.evaluation.methods import METHODS
+from repro.registry import METHODS
 from repro.prompts import passages_document
 
 ROWS = [

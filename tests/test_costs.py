@@ -12,6 +12,7 @@ import pytest
 from conftest import ROOT
 from repro import costs
 from repro.config import RewardDesignsConfig, load_profile
+from repro.io import pipeline_stages
 
 SIMPLE = dataclasses.replace(costs.OPTIMISTIC, bandwidth=1e12, bandwidth_efficiency=0.5, step_overhead=0.01,
                              generated_fraction=0.5, gpu_flops=1e15, prefill_mfu=0.5, train_mfu=0.5)
@@ -131,13 +132,21 @@ def test_starts_are_counted_as_the_code_makes_them():
     assert seer == pytest.approx(2 * a.stage_start + (a.eager_engine_start + weights) + 2 * weights)
     rows = costs.estimate(cfg)
     light = rows[-1]
-    assert light.stage == "11 light stages"
-    assert light.wall == (11 * costs.OPTIMISTIC.light_stage_start, 11 * a.light_stage_start)
+    assert light.stage == "12 light stages"
+    assert light.wall == (12 * costs.OPTIMISTIC.light_stage_start, 12 * a.light_stage_start)
     assert light.note == ("CPU: assets, length_rewards, significance_reported, retrieval_quality, format_warmup, "
                           "evidence_gate, evidence_seeds, length_tuning, training_dynamics, reward_designs, "
-                          "case_inspection")
+                          "case_inspection, claims")
     names = light.note.removeprefix("CPU: ").split(", ")
-    assert sorted(names + [r.stage for r in rows[:-1] if r.stage != "fetch"]) == sorted(costs.dvc_stages())
+    assert sorted(names + [r.stage for r in rows[:-1] if r.stage != "fetch"]) == sorted(pipeline_stages())
+
+
+def test_every_costed_stage_is_a_stage_of_the_pipeline_and_costs_under_its_name():
+    stages, cfg = pipeline_stages(), load_profile("paper-1p5b")
+    assert set(costs.STAGE_COSTS) - set(stages) == {costs.FETCH}
+    for name, (needed, cost) in costs.STAGE_COSTS.items():
+        if needed(cfg):
+            assert cost(cfg, costs.PESSIMISTIC, 80 * costs.GB).stage == name
 
 
 def test_the_smoke_is_sized_for_half_an_hour_on_one_80_gb_gpu():
@@ -230,7 +239,7 @@ def test_ablation_null_switches_table_3_off_and_counts_its_stage_start():
     rows, rows_off = costs.estimate(cfg), costs.estimate(off)
     assert "ablation_answer_rewards" not in {r.stage for r in rows_off}
     light = next(r for r in rows_off if r.stage.endswith("light stages"))
-    assert light.stage == "12 light stages" and "ablation_answer_rewards" in light.note  # it records "not requested"
+    assert light.stage == "13 light stages" and "ablation_answer_rewards" in light.note  # it records "not requested"
     for bound in (0, 1):
         extra = costs.PESSIMISTIC.light_stage_start if bound else costs.OPTIMISTIC.light_stage_start
         assert costs.totals(rows_off)["wall"][bound] == pytest.approx(

@@ -97,6 +97,13 @@ def test_metrics_tree_nests_by_the_keys_and_writes_json_numbers():
         plots.metrics_tree(pd.concat([frame, frame]), ["dataset", "method"], ["EM"])
 
 
+def test_headline_numbers_are_the_averages_over_the_datasets():
+    frame = pd.DataFrame({"dataset": ["NQ", "TQA", "NQ", "TQA"], "method": ["Full", "Full", "Zero", "Zero"],
+                          "EM": [30.0, 40.0, 10.0, 20.0], "CR": [1.0, 1.0, math.nan, math.nan]})
+    assert plots.headline(frame, ["method"], ["EM", "CR"]) == {
+        "Average": {"Full": {"EM": 35.0, "CR": 1.0}, "Zero": {"EM": 15.0, "CR": None}}}
+
+
 def test_metrics_and_plot_data_go_to_the_paths_dvc_yaml_declares(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     path = plots.save_metrics({"NQ": {"EM": 1.0}}, "main_comparison")
@@ -166,7 +173,7 @@ def test_each_study_declares_the_metrics_its_notebook_writes():
     declared = {name: [m for m in stage.get("metrics", [])] for name, stage in STAGES.items()}
     assert {name for name, files in declared.items() if files} == {
         "retrieval_quality", "train_eviomni", "training_dynamics", "main_comparison", "ablation_answer_rewards",
-        "reward_designs", "distractor_setting", "noise_robustness", "latency", "agentic_search_r1", "ar_study"}
+        "reward_designs", "distractor_setting", "noise_robustness", "latency", "agentic_search_r1", "ar_study", "claims"}
     for name, files in declared.items():
         code = _notebook_code(STAGES[name])
         assert files in ([], [f"metrics/{name}.json"]), name

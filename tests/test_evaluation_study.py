@@ -6,7 +6,8 @@ import typing
 import pytest
 
 from repro.config import EvaluationMethod, load_profile
-from repro.evaluation.methods import METHODS, build_refiner, extractor_model
+from repro.evaluation.methods import build_refiner, extractor_model
+from repro.registry import METHODS
 from repro.evaluation.refiners import ClosedBook, FullPassages
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
@@ -33,7 +34,8 @@ def test_methods_without_a_model_load_nothing():
 
 def test_llmlingua2_without_a_real_checkpoint_points_to_the_standin():
     cfg = load_profile("tiny")
-    with pytest.raises(ValueError, match=r"method llmlingua2 needs baselines.llmlingua2.model"):
+    with pytest.raises(ValueError, match=r"method llmlingua2 needs params.yaml: profiles.tiny.baselines.llmlingua2."
+                                         r"model \(or list llmlingua2_standin, which this profile can build\)"):
         build_refiner("llmlingua2", cfg, ModelPool(), GenerationParams())
 
 

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from repro.plots import PLOTS_TEMPLATE
 
 
 def _files_of_the_repository() -> list[str]:
@@ -66,6 +67,7 @@ def ci_checkout(tmp_path_factory, released_stand_in) -> Path:
     ci = text.index("\n  ci:\n")  # ci's released checkpoint: the stand-in (trained runs do not evaluate it)
     text = text[:ci] + text[ci:].replace("released_extractor: null", f"released_extractor: {released_stand_in}", 1)
     params.write_text(text)
+    shutil.copy2(ROOT / PLOTS_TEMPLATE, repo / PLOTS_TEMPLATE)  # written by `make setup`, not tracked (D200)
     subprocess.run(["git", "init", "-q"], cwd=repo, check=True)
     return repo
 
@@ -127,7 +129,7 @@ def _shared_through_a_remote(checkout: Path, remote: Path) -> Path:
     metrics = json.loads(_ok(["dvc", "metrics", "show", "--json"], clone).stdout)
     (files,) = [rev["data"] for rev in metrics.values()]
     assert "metrics/main_comparison.json" in files and "metrics/noise_robustness.json" in files
-    assert "EviOmni" in files["metrics/main_comparison.json"]["data"]["FanOutQA"]
+    assert "EviOmni" in files["metrics/main_comparison.json"]["data"]["Average"]
     return clone
 
 
@@ -167,10 +169,10 @@ def _released_checkpoint_without_training(clone: Path) -> None:
 
     # the two runs compared: the committed one (trained extractor) and the workspace (released checkpoint)
     table2_diff = json.loads(_ok(["dvc", "metrics", "diff", "--json"], clone).stdout)["metrics/main_comparison.json"]
-    assert table2_diff["FanOutQA.EviOmni.EM"]["new"] is None
-    assert table2_diff["FanOutQA.EviOmni (released).EM"]["old"] is None
+    assert table2_diff["Average.EviOmni.EM"]["new"] is None
+    assert table2_diff["Average.EviOmni (released).EM"]["old"] is None
     runs = json.loads(_ok(["dvc", "exp", "show", "--json"], clone).stdout)
-    columns = [run["data"]["metrics"]["metrics/main_comparison.json"]["data"]["FanOutQA"] for run in runs]
+    columns = [run["data"]["metrics"]["metrics/main_comparison.json"]["data"]["Average"] for run in runs]
     assert [sorted(c for c in run if "EviOmni" in c) for run in columns] == [["EviOmni (released)"], ["EviOmni"]]
     plots = json.loads(_ok(["dvc", "plots", "diff", "HEAD", "--json"], clone).stdout)["data"]
     assert set(plots) == {"figure4_training_dynamics", "figure5_noise_robustness", "figure7_length_rewards"}

@@ -91,3 +91,29 @@ def test_the_check_names_what_is_missing_and_the_rewrite_keeps_everything_else(t
     pipeline.write_text(pipeline.read_text().replace("      - src/repro/a.py", "      - src/repro/a.py  # why"))
     with pytest.raises(ValueError, match="src/repro/a.py carries a comment"):
         deps.rewrite(pipeline)
+
+
+def test_a_new_stage_gets_its_code_at_the_end_of_its_deps(tmp_path, monkeypatch):
+    write_package(tmp_path)
+    monkeypatch.chdir(tmp_path)
+    pipeline = tmp_path / "dvc.yaml"
+    pipeline.write_text("stages:\n  worker:\n    cmd: python -m repro.worker\n    deps:\n      - data/x\n"
+                        "    outs:\n      - out\n")
+    assert deps.rewrite(pipeline) == ["worker"]
+    assert pipeline.read_text().splitlines()[4:10] == [
+        "      - data/x", "      - src/repro/__init__.py", "      - src/repro/pkg/__init__.py",
+        "      - src/repro/pkg/lazy.py", "      - src/repro/worker", "    outs:"]
+
+
+def test_the_registry_builders_are_code_of_the_stages_that_build_methods(tmp_path, monkeypatch):
+    """repro.evaluation.methods resolves the registry's "module:function" builders (RESOLVERS): a stage importing it
+    needs their modules; a stage that only reads the registry's rows does not."""
+    files = {"__init__.py": "", "registry.py": "ROWS = {'x': 'repro.builder:build'}\n", "builder.py": "",
+             "evaluation/__init__.py": "", "evaluation/methods.py": "from repro import registry\n",
+             "table.py": "from repro import registry\n", "study.py": "from repro.evaluation import methods\n"}
+    for name, text in files.items():
+        (tmp_path / "src" / "repro" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "src" / "repro" / name).write_text(text)
+    src = tmp_path / "src"
+    assert f"{src.as_posix()}/repro/builder.py" in deps.stage_code("python -m repro.study", src)
+    assert f"{src.as_posix()}/repro/builder.py" not in deps.stage_code("python -m repro.table", src)

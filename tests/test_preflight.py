@@ -439,3 +439,13 @@ def test_too_little_disk_names_what_to_free_and_the_key_that_switches_table_3_of
     assert "(train_eviomni 52, a checkpoint in flight 22 GB;" in error and "ablation" not in error
     assert preflight.disk_errors(cfg, "main_comparison", free=0) == []  # its records: not in the estimate
     assert preflight.disk_errors(ci, free=0) == []  # a profile the cost model does not estimate
+
+
+def test_light_stages_are_those_of_dvc_yaml_that_read_no_asset():
+    stages = {"assets": {"cmd": "python -m repro.assets materialize", "deps": ["src/repro/assets.py"]},
+              "table": {"cmd": "python -m repro.notebooks 01_table --profile ${profile}", "deps": ["data/paper"]},
+              "study": {"cmd": "python -m repro.notebooks study --profile ${profile}", "deps": [preflight.ASSETS_DEP]},
+              "tool": {"cmd": "python -m repro.tool --profile ${profile}", "deps": ["data/${profile}/qa"]}}
+    assert preflight.light_stages(stages) == {"01_table", "tool"}  # notebook stages by their notebook's name
+    assert {"significance_reported", "claims", "case_inspection"} <= preflight.light_stages()
+    assert not {"00_data", "main_comparison", "agentic_search_r1"} & preflight.light_stages()

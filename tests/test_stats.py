@@ -1,4 +1,5 @@
 import math
+from unittest.mock import patch
 
 import numpy as np
 import pandas as pd
@@ -7,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
+from statsmodels.stats.multitest import multipletests
 
 from repro.stats import (
     approximate_randomization,
@@ -198,6 +200,16 @@ def test_holm_hand_values():
     assert reject.tolist() == [True, False, False]
     with pytest.raises(ValueError):
         holm([1.2])
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.floats(0, 1), min_size=1, max_size=30), st.sampled_from([0.01, 0.05, 0.1]))
+def test_holm_equals_statsmodels(p_values, alpha):
+    with patch("gc.collect"):  # its arithmetic, without the full collection it runs on every call
+        reject, adjusted, _, _ = multipletests(p_values, alpha=alpha, method="holm")
+    ours, our_reject = holm(p_values, alpha)
+    np.testing.assert_allclose(ours, adjusted, rtol=1e-12)
+    assert our_reject.tolist() == reject.tolist()
 
 
 def test_tost_hand_value():

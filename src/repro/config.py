@@ -21,6 +21,8 @@ from typing import Any
 
 import yaml
 
+from repro.registry import METHODS, missing_settings
+
 PARAMS_FILE = "params.yaml"
 
 
@@ -301,8 +303,7 @@ class TrainConfig:
             raise ConfigError("train.save_total_limit must be >= 2 (or null) so the last and the best both stay")
 
 
-EvaluationMethod = typing.Literal["zero", "full", "selective_context", "llmlingua2", "llmlingua2_standin", "recomp",
-                                  "filco", "seer", "cot", "prompted_extractor", "eviomni", "eviomni_released"]
+EvaluationMethod = typing.Literal[tuple(METHODS)]  # the rows of repro.registry
 
 
 @dataclasses.dataclass(frozen=True)
@@ -357,11 +358,12 @@ class RecompConfig:
 
 @dataclasses.dataclass(frozen=True)
 class BaselinesConfig:
-    """Table 2's vanilla-refinement baselines (methods selective_context, llmlingua2[_standin], recomp)."""
+    """Table 2's vanilla-refinement baselines, one section per compressor (repro.registry names the section each
+    method reads; a profile needs only those of the methods its studies list)."""
 
-    selective_context: SelectiveContextConfig
-    llmlingua2: LLMLingua2Config
-    recomp: RecompConfig
+    selective_context: SelectiveContextConfig | None = None
+    llmlingua2: LLMLingua2Config | None = None
+    recomp: RecompConfig | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -1070,4 +1072,14 @@ def load_profile(name: str | None = None, params_path: str | Path = PARAMS_FILE)
     eviomni = _check_value(params.get("eviomni", TRAINED_EVIOMNI), typing.Literal[EVIOMNI_SOURCES],
                            f"{params_path}: eviomni")
     cfg = _build(Profile, {"name": name, **profiles[name]}, where)
+    _check_method_settings(cfg, where)
     return with_released_eviomni(cfg, where) if eviomni == RELEASED_EVIOMNI else cfg
+
+
+def _check_method_settings(cfg: Profile, where: str) -> None:
+    """Each method a study lists has the settings its registry row reads (`repro.registry.missing_settings`)."""
+    for section in EVIOMNI_STUDIES:
+        listed = getattr(cfg, section)
+        for key in listed.methods if listed is not None else []:
+            if missing := missing_settings(cfg, METHODS[key]):
+                raise ConfigError(f"{where}.{section}.methods: {key} reads {missing}, which is missing or null")

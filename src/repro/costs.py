@@ -54,12 +54,11 @@ import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import yaml
-
 from repro import launchers, remote, sharding
 from repro.assets import EXTERNAL_DIR, is_hub_id
 from repro.config import EvaluationConfig, LoRASFTConfig, Profile, is_main_design_run, is_main_run, load_profile
-from repro.io import write_text
+from repro.io import PIPELINE_FILE, pipeline_stages, write_text
+from repro.registry import METHODS, settings_of
 
 GB = 1e9
 PASSAGE_TOKENS = 140  # a 100-word passage and its title in Qwen2.5's or BERT's tokens (about 1.3 per word)
@@ -77,8 +76,8 @@ FLASHRAG_QUESTIONS = {  # FlashRAG_datasets split sizes (the seeds' Table 4; anc
     "2wikimultihopqa": {"train": 15_000, "dev": 12_576},
     "musique": {"train": 19_938, "dev": 2_417},
 }
-LLM_REFINERS = ("filco", "seer", "cot", "prompted_extractor", "eviomni", "eviomni_released")
-OWN_ENGINE = ("eviomni", "eviomni_released")  # full checkpoints: an engine each; the rest share the base model's
+LLM_REFINERS = tuple(k for k, m in METHODS.items() if m.cost in ("llm", "llm_own_engine"))  # repro.registry.COSTS
+OWN_ENGINE = tuple(k for k, m in METHODS.items() if m.cost == "llm_own_engine")  # an engine each; the rest share one
 
 
 @dataclasses.dataclass(frozen=True)
@@ -614,8 +613,8 @@ def study_cost(cfg: Profile, a: Assumptions, card: float, name: str, ev: Evaluat
     extractor, generator = shape(cfg.models.extractor), shape(cfg.models.generator)
     tp, share = tensor_parallel(ev.options), ev.options.get("gpu_memory_utilization", DEFAULT_SHARE)
     count, overhead = replicas(cfg, ev.backend, ev.options), step_overhead(a, ev.options)
-    compressors = {"selective_context": cfg.baselines.selective_context.model, "recomp": cfg.baselines.recomp.model,
-                   "llmlingua2": cfg.baselines.llmlingua2.model, "llmlingua2_standin": cfg.baselines.llmlingua2.standin}
+    compressors = {k: getattr(settings_of(cfg, METHODS[k]), METHODS[k].model_field) for k in ev.methods
+                   if METHODS[k].cost == "compressor"}  # the model each scores the passages with
     decode = one_gpu = 0.0
     for method in ev.methods:
         for n, passages in sets:
@@ -861,14 +860,6 @@ def released_references(cfg: Profile) -> list[str]:
     return refs + ([agentic] if agentic and is_hub_id(agentic) and agentic not in refs else [])
 
 
-DVC_FILE = Path("dvc.yaml")
-
-
-def dvc_stages(dvc_file: str | Path = DVC_FILE) -> dict[str, dict]:
-    """dvc.yaml's stages (read from the working directory, the repository root of every stage)."""
-    return yaml.safe_load(Path(dvc_file).read_text(encoding="utf-8"))["stages"]
-
-
 def light_stage(names: Sequence[str], a: Assumptions) -> StageCost:
     """dvc.yaml's stages that no formula here costs: those that load no model (tables, figures, the format warm-up of
     the paper profiles), and a study set to null or with nothing to check, which still starts its stage to record
@@ -885,16 +876,23 @@ def checks_released(cfg: Profile) -> bool:
     return cfg.released_check is not None and cfg.evaluation is not None and bool(released_references(cfg))
 
 
-STAGES: list[tuple[Callable[[Profile], bool], Callable[[Profile, Assumptions, float], StageCost]]] = [
-    (configured("fetch"), fetch_stage), (configured("data"), data_stage), (configured("train"), train_stage),
-    (configured("qa_generator"), qa_generator_stage), (configured("filco"), filco_stage),
-    (configured("seer"), seer_stage), (checks_released, released_stage),
-    (configured("evaluation"), main_comparison_stage), (configured("distractor"), distractor_stage),
-    (configured("noise_robustness"), noise_stage), (configured("latency"), latency_stage),
-    (configured("ablation"), ablation_stage), (configured("reward_designs"), reward_designs_stage),
-    (configured("length_tuning"), length_tuning_stage), (configured("agentic"), agentic_stage),
-    (configured("ar_study"), ar_train_stage), (configured("ar_study"), ar_stage),
-]  # (whether the profile gives the stage work, its cost); dvc.yaml's other stages are light
+FETCH = "fetch"  # `python -m repro.remote fetch`, before `dvc repro`: the one costed step that is not a dvc.yaml stage
+# stage: (whether the profile gives it work, its cost), for `fetch` and the dvc.yaml stages that load a model; the
+# stages come from dvc.yaml in its order (`repro.io.pipeline_stages`), and those without a row here are light
+STAGE_COSTS: dict[str, tuple[Callable[[Profile], bool], Callable[[Profile, Assumptions, float], StageCost]]] = {
+    FETCH: (configured("fetch"), fetch_stage), "data": (configured("data"), data_stage),
+    "train_eviomni": (configured("train"), train_stage), "length_tuning": (configured("length_tuning"),
+                                                                           length_tuning_stage),
+    "qa_generator": (configured("qa_generator"), qa_generator_stage), "filco_train": (configured("filco"), filco_stage),
+    "seer_train": (configured("seer"), seer_stage), "released_extractor": (checks_released, released_stage),
+    "main_comparison": (configured("evaluation"), main_comparison_stage),
+    "ablation_answer_rewards": (configured("ablation"), ablation_stage),
+    "reward_designs": (configured("reward_designs"), reward_designs_stage),
+    "distractor_setting": (configured("distractor"), distractor_stage),
+    "noise_robustness": (configured("noise_robustness"), noise_stage), "latency": (configured("latency"), latency_stage),
+    "agentic_search_r1": (configured("agentic"), agentic_stage),
+    "ar_study_train": (configured("ar_study"), ar_train_stage), "ar_study": (configured("ar_study"), ar_stage),
+}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -925,8 +923,10 @@ def estimate(cfg: Profile, card: float = 80 * GB, bounds: tuple[Assumptions, Ass
     model does not estimate (`covers`) is a ValueError that says why."""
     if reason := uncovered(cfg):
         raise ValueError(reason)
-    ranged = [tuple(cost(cfg, a, card) for a in bounds) for needed, cost in STAGES if needed(cfg)]
-    light = [name for name in dvc_stages() if name not in {high.stage for _, high in ranged}]
+    steps = [FETCH, *pipeline_stages()]
+    ranged = [tuple(STAGE_COSTS[name][1](cfg, a, card) for a in bounds) for name in steps
+              if name in STAGE_COSTS and STAGE_COSTS[name][0](cfg)]
+    light = [name for name in steps[1:] if name not in {high.stage for _, high in ranged}]
     rows = []
     for low, high in [*ranged, tuple(light_stage(light, a) for a in bounds)]:
         problems = tuple(f"{high.stage}: {p}" for p in high.problems) or (  # engine problems say why already
@@ -1066,10 +1066,10 @@ def covers(cfg: Profile) -> bool:
     return uncovered(cfg) is None
 
 
-def stage_outputs(cfg: Profile, dvc_file: str | Path = DVC_FILE) -> dict[str, list[Path]]:
+def stage_outputs(cfg: Profile, pipeline: str | Path = PIPELINE_FILE) -> dict[str, list[Path]]:
     """{stage: what it writes}: the fetch's data/external, each dvc.yaml stage's `outs` for the profile."""
-    stages = dvc_stages(dvc_file)
-    return {"fetch": [EXTERNAL_DIR], **{
+    stages = pipeline_stages(pipeline)
+    return {FETCH: [EXTERNAL_DIR], **{
         name: [Path(str(next(iter(out)) if isinstance(out, dict) else out).replace("${profile}", cfg.name))
                for out in stage.get("outs", [])] for name, stage in stages.items()}}
 

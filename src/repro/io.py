@@ -19,6 +19,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 
 class InputError(ValueError):
     """Bad input data, with the file, line and field it came from."""
@@ -110,6 +112,18 @@ def write_jsonl(path: str | os.PathLike, rows: Iterable[dict]) -> int:
             f.write(json.dumps(row, ensure_ascii=False) + "\n")
             n += 1
     return n
+
+
+PIPELINE_FILE = Path("dvc.yaml")  # read from the working directory, the repository root of every stage
+
+
+def pipeline_stages(path: str | os.PathLike = PIPELINE_FILE) -> dict[str, dict]:
+    """dvc.yaml's stages, in their order: the one list of stages that the cost model, the preflight and the derived
+    code dependencies read."""
+    stages = (yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}).get("stages")
+    if not isinstance(stages, dict) or not stages:
+        raise InputError(path, "no `stages:` mapping")
+    return stages
 
 
 def read_json(path: str | os.PathLike) -> Any:

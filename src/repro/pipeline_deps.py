@@ -7,7 +7,9 @@ other modules, with:
 - the `__init__.py` of every package on the way (importing `repro.a.b` runs `repro/__init__.py` and
   `repro/a/__init__.py`), and a package's `__main__.py` where it is run with `-m`;
 - the lazy exports a package declares in its `_EXPORTS` dict (name → submodule), followed on `from pkg import name`;
-- a string literal that is exactly a module's name (a `-m` target of a worker process, e.g. `"repro.train"`).
+- a string literal that is exactly a module's name (a `-m` target of a worker process, e.g. `"repro.train"`);
+- for a module of RESOLVERS, the modules named by the "module:attribute" string literals of the module it resolves
+  them for (`repro.evaluation.methods` imports `repro.registry`'s builders when a study builds a method).
 `PREFLIGHT` is not followed: it refuses a run before it starts and writes nothing, so a change to it (or to the cost
 model it reads) cannot change an output, and following it would make every stage stale with each such change.
 
@@ -29,15 +31,18 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
-import yaml
+from repro.io import PIPELINE_FILE, pipeline_stages
 
 PACKAGE = "repro"
-PIPELINE = Path("dvc.yaml")
 SRC = Path("src")
 NOTEBOOKS = Path("notebooks")
 NOTEBOOK_RUNNER = "repro.notebooks"
 PREFLIGHT = "repro.preflight"
 _MODULE_NAME = re.compile(rf"{PACKAGE}(\.[A-Za-z_]\w*)+")
+_REFERENCE = re.compile(rf"({PACKAGE}(?:\.[A-Za-z_]\w*)+):[A-Za-z_]\w*")  # "module:attribute"
+# a module that imports the "module:attribute" references of another's string literals (repro.registry's builders,
+# which only build_refiner imports): a stage that needs the first needs the modules those references name
+RESOLVERS = {"repro.evaluation.methods": "repro.registry"}
 _COMMAND = re.compile(r"python -m (\S+)(?: (\S+))?")
 _DEP = re.compile(r"^(?P<indent>\s+)- (?P<path>\S+)(?P<comment>\s+#.*)?$")
 
@@ -92,6 +97,13 @@ def imported_modules(source: str, name: str, src: Path = SRC) -> set[str]:
     return {m for m in found if m.split(".")[0] == PACKAGE and module_file(m, src)}
 
 
+def referenced_modules(source: str, src: Path = SRC) -> set[str]:
+    """The modules of `PACKAGE` that the "module:attribute" string literals of the code `source` name."""
+    return {named.group(1) for node in ast.walk(ast.parse(source)) if isinstance(node, ast.Constant)
+            and isinstance(node.value, str) and (named := _REFERENCE.fullmatch(node.value))
+            and module_file(named.group(1), src)}
+
+
 def _with_parents(name: str) -> list[str]:
     parts = name.split(".")
     return [".".join(parts[:i]) for i in range(1, len(parts) + 1)]
@@ -117,6 +129,8 @@ def closure(roots: Iterable[str], extra_sources: Iterable[str] = (), src: Path =
             continue
         seen.add(name)
         imports = imported_modules(module_file(name, src).read_text(encoding="utf-8"), name, src)
+        if name in RESOLVERS:
+            imports |= referenced_modules(module_file(RESOLVERS[name], src).read_text(encoding="utf-8"), src)
         pending |= {m for found in imports for m in _with_parents(found)} - seen
     return {module_file(name, src) for name in seen}
 
@@ -138,7 +152,7 @@ def stage_code(command: str, src: Path = SRC, notebooks: Path = NOTEBOOKS) -> li
     """The src/ entries of the deps of a stage that runs `command`."""
     match = _COMMAND.match(command)
     if match is None or match.group(1).split(".")[0] != PACKAGE:
-        raise ValueError(f"{PIPELINE}: cannot derive the code dependencies of {command!r}; expected "
+        raise ValueError(f"{PIPELINE_FILE}: cannot derive the code dependencies of {command!r}; expected "
                          f"`python -m {PACKAGE}.<module> ...`")
     module, argument = match.groups()
     roots = [module] + ([f"{module}.__main__"] if _is_package(module, src) else [])
@@ -150,9 +164,9 @@ def _is_code(path: str) -> bool:
     return path.startswith(f"{SRC.as_posix()}/")
 
 
-def differences(pipeline: Path = PIPELINE) -> dict[str, dict[str, list[str]]]:
+def differences(pipeline: Path = PIPELINE_FILE) -> dict[str, dict[str, list[str]]]:
     """Per stage whose listed code dependencies are not the derived ones: the `missing` and `extra` entries."""
-    stages = yaml.safe_load(pipeline.read_text(encoding="utf-8"))["stages"]
+    stages = pipeline_stages(pipeline)
     found = {}
     for stage, spec in stages.items():
         listed = {d for d in spec.get("deps", []) if isinstance(d, str) and _is_code(d)}
@@ -162,29 +176,37 @@ def differences(pipeline: Path = PIPELINE) -> dict[str, dict[str, list[str]]]:
     return found
 
 
-def rewrite(pipeline: Path = PIPELINE) -> list[str]:
+def rewrite(pipeline: Path = PIPELINE_FILE) -> list[str]:
     """Replace the src/ entries of every stage's deps in `pipeline` by the derived ones, at the place of the first
-    (the other lines, comments included, stay as they are); returns the stages changed."""
-    stages = yaml.safe_load(pipeline.read_text(encoding="utf-8"))["stages"]
+    (the other lines, comments included, stay as they are), or at the end of its deps when it lists none yet (a new
+    stage); returns the stages changed."""
+    stages = pipeline_stages(pipeline)
     out, changed, stage, in_deps, written = [], [], None, False, False
+
+    def write_derived(indent: str) -> None:
+        derived = stage_code(stages[stage]["cmd"])
+        listed = [d for d in stages[stage]["deps"] if isinstance(d, str) and _is_code(d)]
+        if sorted(listed) != derived:
+            changed.append(stage)
+        out.extend(f"{indent}- {path}" for path in derived)
+
     for line in pipeline.read_text(encoding="utf-8").splitlines():
+        if in_deps and not _DEP.match(line):
+            in_deps = False
+            if not written:  # a stage with no code dependency listed yet: they go at the end of its deps
+                write_derived("      ")
+                written = True
         if (heading := re.match(r"^  ([\w-]+):", line)) and heading.group(1) in stages:
             stage, in_deps, written = heading.group(1), False, False
         elif stage and re.match(r"^    deps:\s*$", line):
             in_deps = True
-        elif in_deps and not _DEP.match(line):
-            in_deps = False
         dep = _DEP.match(line) if in_deps else None
         if dep and _is_code(dep.group("path")):
             if dep.group("comment"):
                 raise ValueError(f"{pipeline}: stage {stage}: the code dependency {dep.group('path')} carries a "
                                  f"comment, which a rewrite would lose; move it to the stage's heading")
             if not written:
-                derived = stage_code(stages[stage]["cmd"])
-                listed = [d for d in stages[stage]["deps"] if isinstance(d, str) and _is_code(d)]
-                if sorted(listed) != derived:
-                    changed.append(stage)
-                out += [f"{dep.group('indent')}- {path}" for path in derived]
+                write_derived(dep.group("indent"))
                 written = True
             continue
         out.append(line)
@@ -194,14 +216,14 @@ def rewrite(pipeline: Path = PIPELINE) -> list[str]:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write", action="store_true", help=f"rewrite the code dependencies in {PIPELINE}")
+    parser.add_argument("--write", action="store_true", help=f"rewrite the code dependencies in {PIPELINE_FILE}")
     args = parser.parse_args(argv)
     if args.write:
-        print(f"{PIPELINE}: rewrote the code dependencies of {rewrite() or 'no stage'}")
+        print(f"{PIPELINE_FILE}: rewrote the code dependencies of {rewrite() or 'no stage'}")
         return
     found = differences()
     for stage, diff in found.items():
-        print(f"{PIPELINE}: stage {stage}: missing {diff['missing']}, not imported {diff['extra']}")
+        print(f"{PIPELINE_FILE}: stage {stage}: missing {diff['missing']}, not imported {diff['extra']}")
     if found:
         sys.exit(f"{len(found)} stage(s) disagree with the import graph; run `python -m repro.pipeline_deps --write`")
 

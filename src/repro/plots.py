@@ -5,12 +5,17 @@
 
 and what DVC compares across profiles and experiments (D134), at paths shared by every profile:
 
-    >>> save_metrics(metrics_tree(summary, ["dataset", "method"], ["EM", "F1"]), "main_comparison")  # metrics/*.json
+    >>> save_metrics(headline(summary, ["method"], ["EM", "CR"]), "main_comparison")  # metrics/*.json
     >>> save_plot_data(curve, "figure5_noise_robustness", x="noise", y="EM", series="method", panel="dataset")
+
+`dvc plots show` draws them into a page of the template `.dvc/plots/offline.html` (`.dvc/config`), which carries Vega,
+Vega-Lite and vega-embed inline so that the page renders with no network (D200): `python -m repro.plots` writes it
+(`make setup` does).
 """
 
 from __future__ import annotations
 
+import argparse
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -24,6 +29,7 @@ from repro.io import atomic_path, write_json, write_text
 
 METRICS_DIR = Path("metrics")  # metrics/<stage>.json: a study's headline numbers (dvc.yaml `metrics:`)
 PLOT_DATA_DIR = Path("plots")  # plots/<figure>.csv: a figure's data (dvc.yaml `plots:`, template `series`)
+PLOTS_TEMPLATE = Path(".dvc/plots/offline.html")  # `dvc plots show`'s page (.dvc/config `plots.html_template`)
 
 
 def save_table(frame: pd.DataFrame, out_dir: str | Path, name: str, float_format: str = "%.4g") -> list[Path]:
@@ -65,6 +71,14 @@ def metrics_tree(frame: pd.DataFrame, keys: Sequence[str], values: Sequence[str]
             raise ValueError(f"two rows of the metrics table have {dict((k, row[k]) for k in keys)}")
         node.update({value: metric_value(row[value]) for value in values})
     return tree
+
+
+def headline(frame: pd.DataFrame, keys: Sequence[str], values: Sequence[str]) -> dict:
+    """A study's headline numbers for `dvc metrics show` and `dvc exp show`: `values` averaged over the rows that
+    share `keys` (the datasets, as the paper's "Average" rows), nested under "Average" (`metrics_tree`); the full
+    tables stay in csv and markdown (D201)."""
+    means = frame.groupby(list(keys), sort=False)[list(values)].mean().reset_index()
+    return {"Average": metrics_tree(means, keys, values)}
 
 
 def save_metrics(metrics: dict, name: str) -> Path:
@@ -150,3 +164,27 @@ def plot_cell_comparison(table: pd.DataFrame, target: str, title: str) -> plt.Fi
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12 - 1.0 / (len(counts) + 3)), ncol=3, fontsize=8)
     fig.tight_layout()
     return fig
+
+
+def offline_plots_template() -> str:
+    """An HTML page for `dvc plots show` (its `{plot_divs}` placeholder) with Vega, Vega-Lite and vega-embed inline,
+    from vl-convert's bundle, in place of DVC's default page, which loads them from a CDN and stays blank offline."""
+    import vl_convert
+
+    bundle = vl_convert.javascript_bundle().replace("</script", "<\\/script")  # a literal cannot end the tag
+    if any(f"{{{name}}}" in bundle for name in ("plot_divs", "scripts", "refresh_tag")):
+        raise ValueError("the JavaScript bundle holds a placeholder of DVC's page template")
+    head = '<!DOCTYPE html>\n<html>\n<head>\n<meta charset="utf-8">\n<title>DVC plots</title>\n'
+    style = "<style>table { border-spacing: 15px; }</style>\n"
+    script = f"<script>\n(() => {{\n{bundle}\n}})();\n</script>\n"  # its names stay its own: DVC's divs declare `spec`
+    return f"{head}{script}{style}</head>\n<body>\n{{plot_divs}}\n</body>\n</html>\n"
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description="Write the page template `dvc plots show` renders offline.")
+    parser.add_argument("--out", type=Path, default=PLOTS_TEMPLATE, help="where to write it")
+    write_text(parser.parse_args(argv).out, offline_plots_template())
+
+
+if __name__ == "__main__":
+    main()

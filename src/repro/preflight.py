@@ -35,9 +35,9 @@ import yaml
 from repro import launchers
 from repro.assets import EMBEDDED_PREFIX, AssetError, fetched_dir, is_hub_id, resolve
 from repro.config import Profile, load_profile, walk
+from repro.io import pipeline_stages
 
-# Stages that read only the pipeline's own outputs or the paper's numbers: nothing to check.
-LIGHT_STAGES = ("length_rewards", "significance_reported", "training_dynamics", "case_inspection")
+ASSETS_DEP = "data/${profile}/assets"  # a stage that loads a model or reads a fetched file depends on the assets stage
 ENGINE_KEYS = ("gpu_memory_utilization", "tensor_parallel_size", "max_model_len")
 GPU_KEYS = ENGINE_KEYS[:2]  # engine options only a GPU engine takes
 SKIP_KEYS = ("fetch", "description", "name", "eviomni")  # not asset references
@@ -615,9 +615,17 @@ def check(cfg: Profile, stage: str | None = None, gpus: list[Gpu] | None = None)
     return asset_errors(cfg) + gpu_errors(cfg, gpus) + api_key_errors(cfg, stage) + context_errors(cfg, stage)
 
 
+def light_stages(stages: Mapping[str, dict] | None = None) -> set[str]:
+    """dvc.yaml's stages that read only the pipeline's outputs or the paper's numbers (none depends on the assets
+    stage): nothing to check. A notebook stage is named by its notebook, as `repro.notebooks` calls `require`."""
+    stages = pipeline_stages() if stages is None else stages
+    return {spec["cmd"].split()[3] if spec["cmd"].startswith("python -m repro.notebooks ") else name
+            for name, spec in stages.items() if ASSETS_DEP not in spec.get("deps", []) and name != "assets"}
+
+
 def require(cfg: Profile, stage: str | None = None) -> None:
     """Raise PreflightError (one line per problem) unless `stage` can run; light stages are not checked."""
-    errors = [] if stage in LIGHT_STAGES else check(cfg, stage)
+    errors = [] if stage in light_stages() else check(cfg, stage)
     if errors:
         raise PreflightError(f"profile {cfg.name} cannot run {stage or 'the pipeline'} here:\n" + "\n".join(errors))
 

@@ -36,6 +36,8 @@ from repro.config import FilCoConfig, Profile, load_profile
 from repro.data import layout
 from repro.data.splits import sample_rows
 from repro.evaluation.refiners import PromptedRefiner
+from repro.generation import GenerationParams
+from repro.generation.pool import ModelPool
 from repro.io import fingerprint, model_fingerprint, write_jsonl
 from repro.metrics import f1
 from repro.preflight import require
@@ -157,6 +159,13 @@ class FilCoFilter(PromptedRefiner):
 
     def document(self, row: dict) -> str:
         return filter_context(row)
+
+
+def build(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> FilCoFilter:
+    """The registry's builder (repro.registry): models.extractor with the filter adapter the filco_train stage wrote;
+    the adapter's fingerprint is part of the refiner's model id, hence of its configuration."""
+    generator, model_id = pool.get(resolve(cfg.models.extractor, cfg.name), str(filter_adapter(cfg)))
+    return FilCoFilter(generator, model_id, params)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -27,8 +27,13 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
-from repro.config import LLMLingua2Config
+from repro.assets import resolve
+from repro.config import LLMLingua2Config, Profile
 from repro.evaluation.refiners import Refinement, Refiner
+from repro.generation import GenerationParams
+from repro.generation.pool import ModelPool
+from repro.io import model_fingerprint
+from repro.registry import METHODS
 from repro.prompts import passages_document
 
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
@@ -95,3 +100,11 @@ class LLMLingua2(Refiner):
             settings.pop(unused)
         return {"refiner": "llmlingua2", "model": self.model_id, "token_level_only": True, **settings}
 
+
+
+def build(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> LLMLingua2:
+    """The registry's builder (repro.registry): the checkpoint its row's `model_field` names (`model`, or the
+    untrained `standin`) under baselines.llmlingua2."""
+    settings = cfg.baselines.llmlingua2
+    model = resolve(getattr(settings, METHODS[key].model_field), cfg.name)
+    return LLMLingua2(model, model_fingerprint(model), settings, resolve(settings.tiktoken, cfg.name))

@@ -19,10 +19,14 @@ from collections.abc import Sequence
 
 import torch
 
+from repro.assets import resolve
 from repro.baselines.sentences import SENTENCE_BOUNDARY, split_sentences
-from repro.config import RecompConfig
+from repro.config import Profile, RecompConfig
 from repro.data.corpus import split_contents
 from repro.evaluation.refiners import Refinement, Refiner
+from repro.generation import GenerationParams
+from repro.generation.pool import ModelPool
+from repro.io import model_fingerprint
 
 
 def passage_sentences(row: dict) -> list[str]:
@@ -74,3 +78,9 @@ def load_encoder(model: str, device: str | None = None):
 
     return SentenceTransformer(model, device=device, trust_remote_code=False,
                                model_kwargs={"use_safetensors": True})
+
+
+def build(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> RecompExtractive:
+    """The registry's builder (repro.registry): the dual encoder of baselines.recomp."""
+    model = resolve(cfg.baselines.recomp.model, cfg.name)
+    return RecompExtractive(load_encoder(model), model_fingerprint(model), cfg.baselines.recomp)

@@ -359,6 +359,13 @@ class SEERExtractor(PromptedRefiner):
         return seer_prompt(question, passages)
 
 
+def build(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> SEERExtractor:
+    """The registry's builder (repro.registry): models.extractor with the DPO-aligned adapter the seer_train stage
+    wrote; the adapter's fingerprint is part of the refiner's model id, hence of its configuration."""
+    generator, model_id = pool.get(resolve(cfg.models.extractor, cfg.name), str(extractor_adapter(cfg)))
+    return SEERExtractor(generator, model_id, params)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="SEER: sample, assess and DPO-align the evidence extractor.")
     parser.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")

@@ -24,9 +24,13 @@ from collections.abc import Sequence
 import numpy as np
 import torch
 
+from repro.assets import resolve
 from repro.baselines.sentences import SENTENCE_BOUNDARY, collapse_whitespace, sentence_spans
-from repro.config import SelectiveContextConfig
+from repro.config import Profile, SelectiveContextConfig
 from repro.evaluation.refiners import Refinement, Refiner
+from repro.generation import GenerationParams
+from repro.generation.pool import ModelPool
+from repro.io import model_fingerprint
 from repro.prompts import passages_document
 
 Span = tuple[int, int]
@@ -206,3 +210,22 @@ def load_phrase_parser(path: str):
     nlp = spacy.load(path, exclude=["ner"])
     nlp.add_pipe("merge_noun_chunks")
     return nlp
+
+
+def build(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> SelectiveContext:
+    """The registry's builder (repro.registry): the causal LM of baselines.selective_context, and its phrase parser
+    for phrase units; models load here."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from repro.generation.transformers_backend import resolve_dtype
+
+    settings = cfg.baselines.selective_context
+    model = resolve(settings.model, cfg.name)
+    tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=False)
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    lm = AutoModelForCausalLM.from_pretrained(model, dtype=resolve_dtype(cfg.models.inference, device),
+                                              device_map=device, use_safetensors=True, trust_remote_code=False)
+    parser = resolve(settings.phrase_parser, cfg.name) if settings.unit == "phrase" else None
+    return SelectiveContext(lm.eval(), tokenizer, model_fingerprint(model), settings,
+                            nlp=load_phrase_parser(parser) if parser else None,
+                            parser_id=model_fingerprint(parser) if parser else None)

@@ -21,7 +21,7 @@ import pandas as pd
 
 from repro.data.answers import has_answer
 from repro.data.corpus import split_contents
-from repro.evaluation.methods import METHODS
+from repro.registry import METHODS
 from repro.evaluation.records import read_records
 from repro.tags import extract_rationale
 

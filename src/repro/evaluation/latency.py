@@ -19,7 +19,8 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from repro.config import Profile
-from repro.evaluation.methods import METHODS, build_refiner
+from repro.evaluation.methods import build_refiner
+from repro.registry import METHODS
 from repro.evaluation.refiners import Refinement, Refiner
 from repro.evaluation.study import evaluation_rows, length_tokenizer
 from repro.generation import GenerationParams

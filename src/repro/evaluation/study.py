@@ -20,7 +20,8 @@ from repro.config import EvaluationConfig, Profile
 from repro.data import layout
 from repro.data.answers import answer_in_passages
 from repro.data.splits import sample_rows
-from repro.evaluation.methods import METHODS, build_answerer, build_refiner
+from repro.evaluation.methods import build_answerer, build_refiner
+from repro.registry import METHODS
 from repro.evaluation.refiners import Refiner
 from repro.evaluation.runner import evaluate
 from repro.generation import GenerationParams

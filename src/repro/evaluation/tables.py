@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from repro import stats
-from repro.evaluation.methods import METHODS
+from repro.registry import METHODS
 from repro.evaluation.records import read_records
 from repro.metrics import corpus_compression_ratio
 
@@ -102,14 +102,19 @@ def table2(summary: pd.DataFrame, labels: dict[str, str] | None = None, paper: p
     return wide
 
 
+def _item_scores(records: dict[str, dict], ids: Sequence[str]) -> dict[str, list[float]]:
+    """EM and F1 of each item, and its CR (Eq. 9) when the method gives evidence (Zero does not)."""
+    metrics = ("em", "f1", "cr") if all(records[i]["cr"] is not None for i in ids) else ("em", "f1")
+    return {m: [records[i][m] for i in ids] for m in metrics}
+
+
 def _paired_scores(path_a: str, path_b: str, where: str | None) -> tuple[dict, dict, int]:
     a = {r["id"]: r for r in read_records(path_a)}
     b = {r["id"]: r for r in read_records(path_b)}
     if set(a) != set(b):
         raise ValueError(f"{path_a} and {path_b} hold different questions")
     ids = [i for i in a if where is None or a[i][where]]
-    scores = [{m: [r[i][m] for i in ids] for m in ("em", "f1")} for r in (a, b)]
-    return scores[0], scores[1], len(ids)
+    return _item_scores(a, ids), _item_scores(b, ids), len(ids)
 
 
 def reference_pairs(methods: Sequence[str], reference: str = "eviomni") -> list[tuple[str, str]]:
@@ -122,9 +127,10 @@ def reference_pairs(methods: Sequence[str], reference: str = "eviomni") -> list[
 def compare_methods(files: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = None, where: str | None = None,
                     n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
     """Paired tests of method a against method b on the same questions of each dataset (`repro.stats.compare_per_item`):
-    approximate randomization on EM and F1, exact McNemar on EM with its exact 95% interval of the difference, a paired
-    bootstrap 95% interval (BCa) on F1; `pairs` defaults to every later method against every earlier one. `p_holm` is
-    Holm-corrected across all rows of the returned table."""
+    approximate randomization on EM, F1 and (when both give evidence) the per-item CR, exact McNemar on EM with its
+    exact 95% interval of the difference, a paired bootstrap with its 95% interval (BCa) on F1 and CR; `pairs` defaults
+    to every later method against every earlier one. EM and F1 effects are in points, CR's in its own unit (×).
+    `p_holm` is Holm-corrected across all rows of the returned table."""
     results = []
     for dataset, group in files.groupby("dataset", sort=False):
         paths = dict(zip(group["method"], group["path"]))
@@ -139,7 +145,8 @@ def compare_methods(files: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None
         return pd.DataFrame(columns=list(TEST_COLUMNS))
     table = pd.concat(results, ignore_index=True)
     table["p_holm"] = stats.holm(table["p_value"])[0]
-    table[["effect", "ci_low", "ci_high"]] *= 100  # points, like the scores
+    points = table["metric"].isin(["em", "f1"])
+    table.loc[points, ["effect", "ci_low", "ci_high"]] *= 100  # points, like the scores
     return table[list(TEST_COLUMNS)]
 
 

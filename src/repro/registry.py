@@ -1,0 +1,81 @@
+"""One row per extension point, as data: the methods a study can evaluate (Table 2's columns).
+
+Everything else that knows a method reads its row: the `EvaluationMethod` values a profile may list
+(`repro.config`), the refiner a study builds (`repro.evaluation.methods.build_refiner` imports `build`), the settings a
+profile must hold for it (checked when the profile loads), the price the cost model gives it (`repro.costs`) and the
+paper's name the claims ledger reads it under (`repro.ledger`). Adding a baseline is its module (a refiner and a
+`build(key, cfg, pool, params)` function), a row here, its settings class in `repro.config` with a field where the
+row's `settings` points, and its values in params.yaml. Nothing here imports the code it names: `tests/test_registry.py`
+resolves every row and checks that its builder sits in a layer `repro.evaluation.methods` may import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+GROUPS = {"WR": "without refinement", "VAR": "vanilla refinement", "RAR": "rational refinement"}
+COSTS = {  # how the cost model prices a method's refinement, beside the QA generator's answer every method pays
+    "answer": "no refinement: the answer only",
+    "compressor": "an encoder scores every passage on one GPU; the model is the `model_field` of its settings",
+    "llm": "the extractor model decodes the evidence on the engine replicas (with an adapter: one engine shared)",
+    "llm_own_engine": "a full checkpoint of its own decodes the evidence: an engine of its own",
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Method:
+    """A method of the evaluation studies (Tables 2, 4, 9-10, Figure 5)."""
+
+    key: str  # what params.yaml lists under evaluation.methods, latency.methods, ...
+    label: str  # its column in our tables
+    group: str  # GROUPS: WR, VAR or RAR
+    paper_method: str | None  # its name in data/paper and the claims (None: not in the paper)
+    build: str  # "module:function" returning its refiner, called as function(key, cfg, pool, params)
+    cost: str  # COSTS
+    settings: str | None = None  # the profile section it reads (dotted, e.g. "baselines.recomp"); None: none
+    model_field: str | None = None  # the field of `settings` that names a compressor's model
+    tagged: bool = False  # a rational extractor: evidence read from `<extract>`, else the untagged output (D9)
+
+
+METHODS: dict[str, Method] = {m.key: m for m in [
+    Method("zero", "Zero", "WR", "Zero", "repro.evaluation.methods:closed_book", "answer"),
+    Method("full", "Full", "WR", "Full", "repro.evaluation.methods:full_passages", "answer"),
+    Method("selective_context", "SeleCtx", "VAR", "SeleCtx", "repro.baselines.selective_context:build",
+           "compressor", "baselines.selective_context", "model"),
+    Method("llmlingua2", "LLMLingua-2", "VAR", "LLMLingua-2", "repro.baselines.llmlingua2:build", "compressor",
+           "baselines.llmlingua2", "model"),
+    Method("llmlingua2_standin", "LLMLingua-2 (untrained stand-in)", "VAR", "LLMLingua-2",  # an UNTRAINED head
+           "repro.baselines.llmlingua2:build", "compressor", "baselines.llmlingua2", "standin"),
+    Method("recomp", "RECOMP", "VAR", "RECOMP", "repro.baselines.recomp:build", "compressor", "baselines.recomp",
+           "model"),
+    Method("cot", "CoT", "RAR", "CoT", "repro.evaluation.methods:prompted_refiner", "llm"),
+    Method("prompted_extractor", "Prompted extraction", "RAR", None,  # Table 14 on the untrained extractor
+           "repro.evaluation.methods:prompted_refiner", "llm", tagged=True),
+    Method("eviomni", "EviOmni", "RAR", "EviOmni", "repro.evaluation.methods:prompted_refiner", "llm_own_engine",
+           tagged=True),
+    Method("eviomni_released", "EviOmni (released)", "RAR", "EviOmni", "repro.evaluation.methods:prompted_refiner",
+           "llm_own_engine", "models.released_extractor", tagged=True),
+    Method("filco", "FilCo", "VAR", "FilCo", "repro.baselines.filco:build", "llm", "filco"),
+    Method("seer", "SEER", "VAR", "SEER", "repro.baselines.seer:build", "llm", "seer"),
+]}
+
+
+def settings_of(profile, method: Method):
+    """The value at the method's `settings` path of a profile, attribute by attribute; None where a section on the
+    way is null (and for a method that reads no settings)."""
+    value = profile if method.settings else None
+    for name in method.settings.split(".") if method.settings else []:
+        value = getattr(value, name, None)
+        if value is None:
+            return None
+    return value
+
+
+def missing_settings(profile, method: Method) -> str | None:
+    """The settings key a profile lacks for `method` (its section, or its compressor's model field), or None."""
+    settings = settings_of(profile, method)
+    if method.settings and settings is None:
+        return method.settings
+    if method.model_field and getattr(settings, method.model_field) is None:
+        return f"{method.settings}.{method.model_field}"
+    return None
