@@ -10,14 +10,15 @@ import pytest
 from repro.config import (
     GENERATOR_OPTIONS,
     ConfigError,
+    DesignRow,
     Profile,
     _build,
-    design_row,
     is_main_design_run,
     load_profile,
     profile_names,
     read_params,
 )
+from repro.registry import REWARD_DESIGNS
 from repro.stats import mcnemar_sample_size
 
 PAPER_PROFILES = ["paper-1p5b", "paper-7b"]
@@ -175,9 +176,10 @@ ISSUE_18_ROWS = ["eviomni", "eviomni_eqr", "evinote", "eval_rar", "arena", "evio
 
 
 @pytest.mark.parametrize("change, message", [
-    ({"designs": ["eviomni", "arena_k4"]}, r"'arena_k4' is not a design of \['eviomni', 'eviomni_eqr', 'evinote', "
-                                           r"'eval_rar', 'arena'\], optionally followed by _<KL estimator>"),
-    ({"designs": ["eviomni", "eviomni"]}, r"reward_designs: need datasets and distinct design rows"),
+    ({"designs": [{"design": "arena4"}]}, r"designs\[0\]\.design: 'arena4' is not one of"),
+    ({"designs": [{"design": "eviomni"}, {"design": "eviomni"}]}, r"reward_designs: need datasets and distinct"),
+    ({"designs": [{"design": "arena", "kl_estimator": "k4"}]}, r"designs\[0\]\.kl_estimator: 'k4' is not one of"),
+    ({"designs": ["eviomni"]}, r"profiles\.ci\.reward_designs\.designs\[0\]: expected a mapping"),
     ({"designs": []}, r"reward_designs: need datasets and distinct design rows"),
     ({"datasets": []}, r"reward_designs: need datasets and distinct design rows"),
     ({"max_questions": 1}, r"max_steps >= 1 and max_questions >= 2 \(a paired test\)"),
@@ -192,21 +194,18 @@ def test_reward_design_rows_are_validated(change, message):
 
 
 def test_the_reward_design_study_runs_the_issues_six_designs_where_it_measures():
-    assert load_profile("cpu-rewards").reward_designs.designs == ISSUE_18_ROWS
+    assert [row.name for row in load_profile("cpu-rewards").reward_designs.designs] == ISSUE_18_ROWS
     for name in PAPER_PROFILES:  # opt-in: six more GRPO runs on Table 3's budget (D158)
         assert load_profile(name).reward_designs is None, name
     assert load_profile("gpu-smoke").reward_designs is None  # the half-hour smoke has no room (D158)
     tiny = load_profile("tiny").reward_designs  # mechanics only, within tiny's 45 minutes (D177)
-    assert (tiny.designs, tiny.max_steps, tiny.max_questions) == (["eviomni", "arena_k2"], 1, 4)
+    assert ([row.name for row in tiny.designs], tiny.max_steps, tiny.max_questions) == (["eviomni", "arena_k2"], 1, 4)
     ci = load_profile("ci").reward_designs
-    assert ci.designs[0] == "eviomni"  # the reference of the paired tests
-    assert is_main_design_run(load_profile("ci"), "eviomni")  # the ci pipeline reuses the main run for it (D170)
-    from repro.rewards import REWARD_DESIGNS
-
-    rows = [design_row(row) for row in ci.designs]  # ci's runs cover every code path of the trainer's designs
-    assert {REWARD_DESIGNS[d].masked_answers for d, _ in rows} == {True, False}
-    assert any("nli" in REWARD_DESIGNS[d].requires for d, _ in rows)
-    assert any("gold_passages" in REWARD_DESIGNS[d].requires for d, _ in rows) and ("arena", "k2") in rows
+    assert ci.designs[0] == DesignRow("eviomni")  # the reference of the paired tests
+    assert is_main_design_run(load_profile("ci"), ci.designs[0])  # the ci pipeline reuses the main run for it (D170)
+    designs = [REWARD_DESIGNS[row.design] for row in ci.designs]  # ci's runs cover every path of the trainer's designs
+    assert {d.masked_answers for d in designs} == {True, False} and any("nli" in d.requires for d in designs)
+    assert any(d.columns == ("gold_passages",) for d in designs) and DesignRow("arena", "k2") in ci.designs
 
 
 def test_cpu_rewards_is_tiny_with_its_time_moved_to_the_reward_design_study():

@@ -11,7 +11,7 @@ import pytest
 
 from conftest import ROOT
 from repro import costs
-from repro.config import RewardDesignsConfig, load_profile
+from repro.config import DesignRow, RewardDesignsConfig, load_profile
 from repro.io import pipeline_stages
 
 SIMPLE = dataclasses.replace(costs.OPTIMISTIC, bandwidth=1e12, bandwidth_efficiency=0.5, step_overhead=0.01,
@@ -176,7 +176,8 @@ def test_the_paper_estimate_against_the_issues_rough_one():
 def test_the_reward_design_study_is_costed_and_left_out_with_the_ablation():
     cfg = load_profile("paper-1p5b")
     assert "reward_designs" not in {r.stage for r in costs.estimate(cfg)}  # opt-in on the paper profiles (D158)
-    study = RewardDesignsConfig(designs=["eviomni", "eviomni_eqr", "evinote", "eval_rar", "arena", "eviomni_k2"],
+    designs = ("eviomni", "eviomni_eqr", "evinote", "eval_rar", "arena")
+    study = RewardDesignsConfig(designs=[DesignRow(d) for d in designs] + [DesignRow("eviomni", "k2")],
                                 datasets=["nq", "triviaqa", "hotpotqa"])  # the section params.yaml comments
     rows = {r.stage: r for r in costs.estimate(dataclasses.replace(cfg, reward_designs=study))}
     assert rows["reward_designs"].note == "5 GRPO run(s) of 2,474 steps, the main run's reused"  # eviomni (D170)
@@ -439,7 +440,8 @@ def test_the_agentic_study_calls_its_engines_chunk_by_chunk_over_their_replicas(
 
 def test_a_repo_without_safetensors_is_fetched_and_converted():
     cfg, a = load_profile("paper-1p5b"), costs.PESSIMISTIC
-    study = RewardDesignsConfig(designs=["eviomni", "evinote"], datasets=["nq"])  # the NLI model is fetched (D181)
+    study = RewardDesignsConfig(designs=[DesignRow("eviomni"), DesignRow("evinote")],
+                                datasets=["nq"])  # the NLI model is fetched (D181)
     with_nli = costs.fetch_stage(dataclasses.replace(cfg, reward_designs=study), a, 80e9)
     without = costs.fetch_stage(cfg, a, 80e9)
     deberta = 885e6 * 4  # fp32 pytorch_model.bin, and its safetensors copy

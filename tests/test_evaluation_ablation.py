@@ -74,7 +74,9 @@ def test_the_main_run_is_read_never_trained_and_other_subsets_are_trained(tmp_pa
     monkeypatch.chdir(tmp_path)  # no data/ here
     trained = []
     monkeypatch.setattr(ablation, "train_extractor",
-                        lambda cfg, root, **kwargs: trained.append((cfg.name, root, kwargs)) or TrainRun(root))
+                        lambda cfg, root: trained.append((cfg.name, root, cfg.rewards.answer_subset,
+                                                          cfg.train.max_steps, cfg.train.score_single_checkpoint))
+                        or TrainRun(root))
     with pytest.raises(FileNotFoundError, match=r"data/paper-1p5b/train/eviomni/extractor: no trained extractor "
                                                 r"yet; the Evidence\+Rationale\+Full Ctx row .* train_eviomni stage"):
         ablation.trained_run(paper, REFERENCE)
@@ -83,11 +85,10 @@ def test_the_main_run_is_read_never_trained_and_other_subsets_are_trained(tmp_pa
     assert trained == []
     ablation.trained_run(paper, ["evidence"])
     ablation.trained_run(tiny, REFERENCE)
-    assert trained == [
-        ("paper-1p5b", layout.train_run_dir("paper-1p5b", "ablation/evidence"),
-         {"answer_subset": ["evidence"], "max_steps": None, "score_single_checkpoint": False}),
-        ("tiny", layout.train_run_dir("tiny", "ablation/evidence+rationale+full"),
-         {"answer_subset": REFERENCE, "max_steps": 1, "score_single_checkpoint": False})]
+    assert trained == [  # the variant's profile: its subset, its steps (the main run's when null), no lone dev pass
+        ("paper-1p5b", layout.train_run_dir("paper-1p5b", "ablation/evidence"), ("evidence",),
+         paper.train.max_steps, False),
+        ("tiny", layout.train_run_dir("tiny", "ablation/evidence+rationale+full"), tuple(REFERENCE), 1, False)]
 
 
 def records(ems: list[int]) -> list[dict]:

@@ -11,38 +11,37 @@ import pandas as pd
 import pytest
 
 from repro import assets, rewards
-from repro.config import ConfigError, design_row, is_main_design_run, load_profile
+from repro.config import DesignRow, is_main_design_run, load_profile
 from repro.data import layout
 from repro.evaluation import reward_designs as rd
 from repro.evaluation.figures import plot_reward_designs
 from repro.io import write_jsonl
+from repro.registry import REWARD_DESIGNS
 
 QUESTION = "What is the capital of France?"
 
 
 def test_a_row_names_a_design_and_optionally_the_kl_estimator_of_its_run():
-    assert [design_row(r) for r in ("eviomni", "eviomni_eqr", "eval_rar", "eviomni_k2", "eval_rar_k3")] == [
-        ("eviomni", None), ("eviomni_eqr", None), ("eval_rar", None), ("eviomni", "k2"), ("eval_rar", "k3")]
-    for bad in ("arena_k4", "evinotes", "k2", "eviomni_"):
-        with pytest.raises(ConfigError, match=rf"reward_designs\.designs: '{bad}' is not a design"):
-            design_row(bad)
+    assert [row.name for row in (DesignRow("eviomni"), DesignRow("eviomni", "k2"), DesignRow("eval_rar", "k3"))] == [
+        "eviomni", "eviomni_k2", "eval_rar_k3"]
     cfg = load_profile("ci")
-    k2 = rd.design_profile(cfg, "eviomni_k2")
+    k2 = rd.design_profile(cfg, DesignRow("eviomni", "k2"))
     assert k2.rewards == dataclasses.replace(cfg.rewards, design="eviomni")
     assert k2.train == dataclasses.replace(cfg.train, kl_estimator="k2")
-    evinote = rd.design_profile(cfg, "evinote")  # no suffix: the profile's own estimator
+    evinote = rd.design_profile(cfg, DesignRow("evinote"))  # no estimator: the profile's own
     assert evinote.rewards.design == "evinote" and evinote.train == cfg.train and evinote.train.kl_estimator == "k3"
     assert dataclasses.replace(evinote, rewards=cfg.rewards) == cfg  # nothing else changes
     table = rd.design_table(cfg)
     assert table.values.tolist() == [
-        ["eviomni", "eviomni", "k3", rewards.REWARD_DESIGNS["eviomni"].source],
-        ["evinote", "evinote", "k3", rewards.REWARD_DESIGNS["evinote"].source],
-        ["arena_k2", "arena", "k2", rewards.REWARD_DESIGNS["arena"].source]]
+        ["eviomni", "eviomni", "k3", "", REWARD_DESIGNS["eviomni"].source],
+        ["evinote", "evinote", "k3", "evinote_reading=paper, nli_model=" + str(cfg.rewards.nli_model),
+         REWARD_DESIGNS["evinote"].source],
+        ["arena_k2", "arena", "k2", "arena_accuracy=em", REWARD_DESIGNS["arena"].source]]
 
 
 def test_each_row_has_its_run_directory_and_per_item_files():
     cfg = load_profile("ci")
-    assert rd.design_run(cfg, "arena_k2").root == Path("data/ci/train/reward_designs/arena_k2")
+    assert rd.design_run(cfg, DesignRow("arena", "k2")).root == Path("data/ci/train/reward_designs/arena_k2")
     assert layout.predictions_path("ci", rd.STUDY, "fanoutqa", "arena_k2") == \
         Path("data/ci/predictions/reward_designs/fanoutqa/arena_k2.jsonl")
     assert rd.evidence_scores_path(cfg, "fanoutqa", "arena_k2") == \
@@ -51,25 +50,26 @@ def test_each_row_has_its_run_directory_and_per_item_files():
 
 def test_the_row_that_repeats_the_main_run_reuses_it(tmp_path, monkeypatch):
     cfg, tiny = load_profile("ci"), load_profile("tiny")  # ci's rows are at the main run's budget (max_steps null)
-    assert [is_main_design_run(cfg, row) for row in ("eviomni", "eviomni_k3", "eviomni_k2", "evinote")] == [
+    rows = [DesignRow("eviomni"), DesignRow("eviomni", "k3"), DesignRow("eviomni", "k2"), DesignRow("evinote")]
+    assert [is_main_design_run(cfg, row) for row in rows] == [
         True, True, False, False]  # k3 is the profile's estimator; k2 and another design train runs of their own
     one_step = dataclasses.replace(cfg, reward_designs=dataclasses.replace(cfg.reward_designs, max_steps=1))
     assert not any(is_main_design_run(one_step, row) for row in cfg.reward_designs.designs)  # another budget
-    assert rd.design_run(one_step, "eviomni").root == Path("data/ci/train/reward_designs/eviomni")
-    assert rd.design_run(cfg, "eviomni").root == layout.train_run_dir("ci")
-    assert rd.design_run(cfg, "evinote").root == Path("data/ci/train/reward_designs/evinote")
+    assert rd.design_run(one_step, rows[0]).root == Path("data/ci/train/reward_designs/eviomni")
+    assert rd.design_run(cfg, rows[0]).root == layout.train_run_dir("ci")
+    assert rd.design_run(cfg, rows[3]).root == Path("data/ci/train/reward_designs/evinote")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(FileNotFoundError, match=r"the eviomni row .* is the main run's \(D170\): run the "
                                                 r"train_eviomni stage first"):
-        rd.trained_design_run(cfg, "eviomni")
+        rd.trained_design_run(cfg, rows[0])
     (tmp_path / layout.train_run_dir("ci") / "extractor").mkdir(parents=True)
-    assert rd.trained_design_run(cfg, "eviomni").root == layout.train_run_dir("ci")  # read, not trained
+    assert rd.trained_design_run(cfg, rows[0]).root == layout.train_run_dir("ci")  # read, not trained
     trained = []
-    monkeypatch.setattr(rd, "train_extractor",
-                        lambda run_cfg, root, **kwargs: trained.append((run_cfg.rewards.design, root, kwargs)))
-    rd.trained_design_run(tiny, "eviomni")  # tiny's one-step rows: each trains its own
-    assert trained == [("eviomni", Path("data/tiny/train/reward_designs/eviomni"),
-                        {"max_steps": 1, "score_single_checkpoint": False})]  # one checkpoint: no dev pass (D177)
+    monkeypatch.setattr(rd, "train_extractor", lambda run_cfg, root: trained.append((run_cfg, root)))
+    rd.trained_design_run(tiny, rows[0])  # tiny's one-step rows: each trains its own
+    [(run_cfg, root)] = trained
+    assert root == Path("data/tiny/train/reward_designs/eviomni") and run_cfg.rewards.design == "eviomni"
+    assert run_cfg.train == dataclasses.replace(tiny.train, max_steps=1, score_single_checkpoint=False)  # (D177)
 
 
 def test_what_an_items_evidence_holds_by_hand():

@@ -150,8 +150,8 @@ def test_the_smoke_fetches_the_bin_only_repos_from_a_hub_shaped_mirror_and_conve
     from safetensors.torch import load_file
 
     hub_like(project / "hub")
-    study = {"designs": ["eviomni", "evinote"], "datasets": ["nq"], "split": "test", "max_steps": None,
-             "max_questions": None}  # the reward-design study switched on: R_EQR's NLI model enters the plan
+    study = {"designs": [{"design": "eviomni"}, {"design": "evinote"}], "datasets": ["nq"], "split": "test",
+             "max_steps": None, "max_questions": None}  # the study switched on: R_EQR's NLI model enters the plan
     Path("params.yaml").write_text(yaml.safe_dump(smoke_params(reward_designs=study), sort_keys=False))
     remote.main(["fetch", "--profile", "gpu-smoke", "--from", str(project / "hub")])
     lock = remote.read_lock(Path("fetch.lock.yaml"))

@@ -305,10 +305,10 @@ class FakeTraining:
     def __init__(self, scores: dict):
         self.scores, self.calls = scores, []
 
-    def __call__(self, cfg, root, max_steps):
-        self.calls.append((cfg.rewards.tau, cfg.rewards.gamma, max_steps))
+    def __call__(self, cfg, root):
+        self.calls.append((cfg.rewards.tau, cfg.rewards.gamma, cfg.train.max_steps))
         run = TrainRun(root)
-        (run.checkpoints / f"checkpoint-{max_steps}").mkdir(parents=True, exist_ok=True)
+        (run.checkpoints / f"checkpoint-{cfg.train.max_steps}").mkdir(parents=True, exist_ok=True)
         run.extractor.mkdir(exist_ok=True)
         run.dev_log.write_text("".join(json.dumps(r) + "\n" for r in dev_rows(
             self.scores[cfg.rewards.tau, cfg.rewards.gamma])))
@@ -370,9 +370,9 @@ def test_two_real_one_step_runs_of_the_ci_model(tmp_path, tiny_llama_dir, tokeni
     rows, record = answerable_rows(ROWS * 2, False)
     rows = extraction_rows([{**r, "id": f"{r['id']}-{i}"} for i, r in enumerate(rows)], tokenizer, "tokens")
 
-    def train_pair(point_cfg, root, max_steps):
-        return fit(point_cfg, TrainRun(root), rows[:4], rows[4:6], max_steps=max_steps, progress=False,
-                   train_questions=record)
+    def train_pair(point_cfg, root):
+        assert point_cfg.train.max_steps == 1  # length_tuning.max_steps, in the pair's profile
+        return fit(point_cfg, TrainRun(root), rows[:4], rows[4:6], progress=False, train_questions=record)
 
     result = length_tuning.tune_length_rewards(cfg, tmp_path, train=train_pair)
     assert [(p["tau"], p["gamma"], p["step"]) for p in result["points"]] == [(0.1, 0.5, 1), (1.0, 0.5, 1)]

@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from conftest import ROOT
+from repro.config import load_profile
 from repro.plots import PLOTS_TEMPLATE
 
 
@@ -92,9 +93,9 @@ def test_dvc_pipeline_runs_end_to_end_on_the_ci_profile(ci_checkout):
             path = ci_checkout / out["path"]
             assert path.exists() and (path.is_file() or any(path.iterdir())), f"{stage}: empty output {path}"
 
-    designs = yaml.safe_load((ci_checkout / "params.yaml").read_text())["profiles"]["ci"]["reward_designs"]["designs"]
+    designs = load_profile("ci", ci_checkout / "params.yaml").reward_designs.designs
     summary = (ci_checkout / "results" / "ci" / "reward_designs" / "summary.csv").read_text().splitlines()
-    assert [line.split(",")[0] for line in summary[1:]] == designs, "one row per reward design (issue #18)"
+    assert [line.split(",")[0] for line in summary[1:]] == [row.name for row in designs], "one row per reward design"
 
     status = _run(["dvc", "status"], ci_checkout)
     assert status.returncode == 0 and "up to date" in status.stdout, status.stdout

@@ -1,6 +1,7 @@
 """The registry (repro.registry): every row resolves to a builder in a layer `repro.evaluation.methods` may import
 (importlib slips past import-linter), and what other modules derive from the rows agrees with them."""
 
+import dataclasses
 import importlib
 import inspect
 import typing
@@ -65,3 +66,16 @@ def test_a_listed_method_without_its_settings_names_the_key(tmp_path):
     path.write_text(yaml.safe_dump(params))
     with pytest.raises(ValueError, match=r"method recomp needs params.yaml: profiles.ci.baselines.recomp"):
         build_refiner("recomp", load_profile("ci", path), pool=None, params=None)
+
+
+@pytest.mark.parametrize("design", registry.REWARD_DESIGNS.values(), ids=list(registry.REWARD_DESIGNS))
+def test_every_reward_design_scores_with_a_function_of_repro_rewards_on_known_inputs(design):
+    from repro import rewards
+    from repro.config import RewardsConfig
+
+    score = getattr(rewards, design.score)
+    parameters = inspect.signature(score).parameters
+    assert list(parameters)[:3] == ["response", "golden_answers", "cfg"]
+    assert tuple(list(parameters)[3:]) == design.requires and set(design.requires) <= set(registry.INPUTS)
+    assert set(design.knobs) <= {f.name for f in dataclasses.fields(RewardsConfig)} and design.source
+    assert typing.get_args(typing.get_type_hints(RewardsConfig)["design"]) == tuple(registry.REWARD_DESIGNS)

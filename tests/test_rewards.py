@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 
 from conftest import tagged_texts
 from repro.config import RewardsConfig
+from repro.registry import REWARD_DESIGNS
 from repro.rewards import (
     GAMMA_GRID,
-    REWARD_DESIGNS,
     TAU_GRID,
     AnswerRewards,
     answer_rewards,

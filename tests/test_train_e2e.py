@@ -260,12 +260,12 @@ def test_accelerate_launch_runs_the_trainer_in_two_processes(ci_cfg, rows, tmp_p
     monkeypatch.chdir(tmp_path)  # the workers read the data stage's contexts files relative to the cwd
     for split, part in (("train", contexts(8)[:6]), ("dev", contexts(8)[6:])):
         write_jsonl(tmp_path / "data" / "ci" / "retrieval" / "minilm" / "fanoutqa" / f"{split}.jsonl", part)
-    train = dataclasses.replace(ci_cfg.train, per_device_batch_size=2, steps_per_generation=1, max_steps=2,
-                                save_steps=2, format_warmup=warmup)  # a group of G = 4 spans both processes
-    cfg = dataclasses.replace(ci_cfg, train=train)
     from conftest import ROOT
 
-    run = train_extractor(cfg, tmp_path / "run", accelerate_config=str(ROOT / "configs/accelerate/cpu-2proc.yaml"))
+    train = dataclasses.replace(ci_cfg.train, per_device_batch_size=2, steps_per_generation=1, max_steps=2,
+                                save_steps=2, format_warmup=warmup,  # a group of G = 4 spans both processes
+                                accelerate_config=str(ROOT / "configs/accelerate/cpu-2proc.yaml"))
+    run = train_extractor(dataclasses.replace(ci_cfg, train=train), tmp_path / "run")
     assert list(read_log(run.train_log).index) == [1, 2]
     assert json.loads(run.config_file.read_text())["processes"] == 2
     assert (run.extractor / "model.safetensors").exists() and run.selection()["step"] == 2

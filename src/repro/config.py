@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from repro.registry import METHODS, missing_settings
+from repro.registry import KL_ESTIMATORS, METHODS, REWARD_DESIGNS, missing_settings
 
 PARAMS_FILE = "params.yaml"
 
@@ -75,8 +75,8 @@ class ModelsConfig:
         return self.inference_dtype or self.dtype
 
 
-RewardDesign = typing.Literal["eviomni", "eviomni_eqr", "evinote", "eval_rar", "arena"]  # rows of REWARD_DESIGNS
-KLEstimator = typing.Literal["k3", "k2"]  # TRL's k3, ARENA's k2 (D130)
+RewardDesignName = typing.Literal[tuple(REWARD_DESIGNS)]  # the rows of repro.registry.REWARD_DESIGNS
+KLEstimator = typing.Literal[KL_ESTIMATORS]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,8 +96,8 @@ class RewardsConfig:
         default="strict", metadata={"help": "R^fmt: D18's exact form, or tagged parts in order amid free text (D147)"})
     masked_answer_prompt: typing.Literal["table14", "table11"] = dataclasses.field(
         default="table14", metadata={"help": "o_r/o_e continue Table 14 (D7), or answer Table 11's QA prompt (D148)"})
-    design: RewardDesign = dataclasses.field(
-        default="eviomni", metadata={"help": "reward design, a row of repro.rewards.REWARD_DESIGNS (D125)"})
+    design: RewardDesignName = dataclasses.field(
+        default="eviomni", metadata={"help": "reward design, a row of repro.registry.REWARD_DESIGNS (D125)"})
     evinote_reading: typing.Literal["paper", "code"] = dataclasses.field(
         default="paper", metadata={"help": "EviNote-RAG's Eq. 5 as printed, or its released code (D126)"})
     arena_accuracy: typing.Literal["em", "f1"] = dataclasses.field(
@@ -259,6 +259,8 @@ class TrainConfig:
     dev_max_questions: int | None = None  # first N dev questions for model selection (None: all)
     selection_metric: SelectionMetric | None = "f1_evidence"  # None: no dev selection, the last step exported (D192)
     evaluate_initial: bool = True  # also score the initial policy on dev (reference row, never selected)
+    score_single_checkpoint: bool = dataclasses.field(default=True, metadata={
+        "help": "False: a run whose only checkpoint is its last has no dev pass, nothing to select (D172, D177)"})
     accelerate_config: str | None = None  # configs/accelerate/*.yaml: launch worker processes through accelerate
     use_vllm: bool = False
     vllm_mode: typing.Literal["colocate", "server"] = "colocate"
@@ -634,21 +636,18 @@ class AblationConfig:
             raise ConfigError("ablation: need datasets and distinct non-empty subsets of distinct answer names")
 
 
-def design_row(row: str) -> tuple[str, str | None]:
-    """(rewards.design, train.kl_estimator) of a row of `reward_designs.designs`: a design name, optionally followed by
-    "_" and a KL estimator, which then replaces the profile's (None: the profile's `train.kl_estimator`; D159).
+@dataclasses.dataclass(frozen=True)
+class DesignRow:
+    """A row of the reward-design study: the main run with `rewards.design` and, when given, `train.kl_estimator`
+    replaced (D159)."""
 
-    >>> design_row("eviomni_k2"), design_row("eval_rar")
-    (('eviomni', 'k2'), ('eval_rar', None))
-    """
-    designs, estimators = typing.get_args(RewardDesign), typing.get_args(KLEstimator)
-    design, _, estimator = row.rpartition("_")
-    if design in designs and estimator in estimators:
-        return design, estimator
-    if row in designs:
-        return row, None
-    raise ConfigError(f"reward_designs.designs: {row!r} is not a design of {list(designs)}, optionally followed by "
-                      f"_<KL estimator> of {list(estimators)} (e.g. eviomni_k2)")
+    design: RewardDesignName
+    kl_estimator: KLEstimator | None = None  # None: the profile's train.kl_estimator
+
+    @property
+    def name(self) -> str:
+        """The row's name in tables and run directories: the design, and the estimator when given (eviomni_k2)."""
+        return self.design + (f"_{self.kl_estimator}" if self.kl_estimator else "")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -657,8 +656,8 @@ class RewardDesignsConfig:
     row such as eviomni_k2, `train.kl_estimator`) replaced, each evaluated like Table 2's EviOmni column and compared
     with the row `eviomni` (repro.evaluation.reward_designs, D158-D161)."""
 
-    designs: list[str] = dataclasses.field(
-        metadata={"help": "rows: a rewards.design, optionally with _<train.kl_estimator> (eviomni_k2; D159)"})
+    designs: list[DesignRow] = dataclasses.field(
+        metadata={"help": "rows: {design: a rewards.design, kl_estimator: a train.kl_estimator or omitted} (D159)"})
     datasets: list[str] = dataclasses.field(metadata={"help": "test sets each extractor is evaluated on"})
     split: str = "test"
     max_steps: int | None = dataclasses.field(
@@ -667,9 +666,7 @@ class RewardDesignsConfig:
         default=None, metadata={"help": "a seeded subset of N questions of each set (None: all; >= 2 for the tests)"})
 
     def __post_init__(self):
-        for row in self.designs:
-            design_row(row)
-        if not self.designs or not self.datasets or len(set(self.designs)) != len(self.designs):
+        if not self.designs or not self.datasets or len({row.name for row in self.designs}) != len(self.designs):
             raise ConfigError("reward_designs: need datasets and distinct design rows")
         if self.max_steps is not None and self.max_steps < 1 or self.max_questions is not None \
                 and self.max_questions < 2:
@@ -910,16 +907,30 @@ def is_main_run(cfg: Profile, answer_subset: typing.Sequence[str]) -> bool:
             and ab.max_steps in (None, cfg.train.max_steps))
 
 
-def is_main_design_run(cfg: Profile, row: str) -> bool:
+def is_main_design_run(cfg: Profile, row: DesignRow) -> bool:
     """Whether the reward-design study's run of `row` is the main GRPO run (D170, as D165 for Table 3): the row names the
     profile's `rewards.design` and its `train.kl_estimator` (or none), at the main run's step budget
     (`reward_designs.max_steps` null or `train.max_steps`). The study then reuses the main run's extractor."""
     rd = cfg.reward_designs
     if rd is None:
         return False
-    design, estimator = design_row(row)
-    return (design == cfg.rewards.design and estimator in (None, cfg.train.kl_estimator)
+    return (row.design == cfg.rewards.design and row.kl_estimator in (None, cfg.train.kl_estimator)
             and rd.max_steps in (None, cfg.train.max_steps))
+
+
+def with_overrides(cfg: Profile, overrides: typing.Mapping[str, Any]) -> Profile:
+    """A variant of `cfg`, the one way a study derives a run from the profile (Table 3's answer subsets, the
+    reward-design rows, the τ/γ grid, the evidence seeds): each dotted key of `overrides` ("train.max_steps") set to
+    its value, checked against the field's type as params.yaml's values are."""
+    for key, value in overrides.items():
+        section, _, name = key.partition(".")
+        settings, where = getattr(cfg, section, None), f"profiles.{cfg.name}.{key}"
+        if not dataclasses.is_dataclass(settings) or name not in {f.name for f in dataclasses.fields(settings)}:
+            raise ConfigError(f"{where}: not a setting of the profile")
+        checked = _check_value(list(value) if isinstance(value, tuple) else value,
+                               typing.get_type_hints(type(settings))[name], where)
+        cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(settings, **{name: checked})})
+    return cfg
 
 
 def with_released_eviomni(cfg: Profile, where: str) -> Profile:

@@ -1,4 +1,5 @@
-"""One row per extension point, as data: the methods a study can evaluate (Table 2's columns).
+"""One row per extension point, as data: the methods a study can evaluate (Table 2's columns) and the reward designs
+GRPO can train with (EviOmni's Eq. 5 and the neighbours' designs, issue #18).
 
 Everything else that knows a method reads its row: the `EvaluationMethod` values a profile may list
 (`repro.config`), the refiner a study builds (`repro.evaluation.methods.build_refiner` imports `build`), the settings a
@@ -7,6 +8,12 @@ paper's name the claims ledger reads it under (`repro.ledger`). Adding a baselin
 `build(key, cfg, pool, params)` function), a row here, its settings class in `repro.config` with a field where the
 row's `settings` points, and its values in params.yaml. Nothing here imports the code it names: `tests/test_registry.py`
 resolves every row and checks that its builder sits in a layer `repro.evaluation.methods` may import.
+
+A reward design's row names its score function in `repro.rewards` (the paper's formulas), the inputs it reads
+(`INPUTS`: the rollout's columns and the objects the trainer passes) and the `rewards.*` settings it reads beyond the
+paper's: the `rewards.design` values a profile may set, the dataset columns GRPO must carry and the inputs the reward
+function checks all come from it. Adding a design is its score function in `repro.rewards`, a row here, and any new
+setting in `RewardsConfig`.
 """
 
 from __future__ import annotations
@@ -79,3 +86,47 @@ def missing_settings(profile, method: Method) -> str | None:
     if method.model_field and getattr(settings, method.model_field) is None:
         return f"{method.settings}.{method.model_field}"
     return None
+
+
+INPUTS = {  # what a reward design may read, and where the trainer gets it
+    "o_r": "masked answer", "o_e": "masked answer",  # Eq. 4's answers, generated when a design reads one
+    "passages_length": "column", "question": "column", "gold_passages": "column",  # the GRPO dataset's columns
+    "tokenizer": "object", "nli": "object",  # passed by the trainer (the NLI model only to designs that read it)
+}
+MAY_BE_NONE = ("o_r", "o_e", "tokenizer")  # None outside the answer subset, and when lengths are counted in words
+
+
+@dataclasses.dataclass(frozen=True)
+class RewardDesign:
+    """A reward for GRPO: `repro.rewards.<score>(response, golden_answers, cfg, **inputs)` with exactly the inputs of
+    `requires` (keys of INPUTS)."""
+
+    name: str  # the value of params.yaml's rewards.design
+    score: str  # its function in repro.rewards
+    requires: tuple[str, ...]
+    knobs: tuple[str, ...]  # the rewards.* settings it reads beyond the paper's
+    source: str  # where the paper (or its neighbour) defines it
+
+    @property
+    def masked_answers(self) -> bool:
+        """Whether the trainer must generate o_r, o_e (Eq. 4) for this design."""
+        return any(INPUTS[k] == "masked answer" for k in self.requires)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The GRPO dataset columns it reads."""
+        return tuple(k for k in self.requires if INPUTS[k] == "column")
+
+
+REWARD_DESIGNS: dict[str, RewardDesign] = {d.name: d for d in [
+    RewardDesign("eviomni", "eviomni_design", ("o_r", "o_e", "passages_length", "tokenizer"), (),
+                 "EviOmni (seed 000) Eq. 5: λ1·R^ans + λ2·R^len + λ3·R^fmt"),
+    RewardDesign("eviomni_eqr", "eviomni_eqr_design",
+                 ("o_r", "o_e", "passages_length", "tokenizer", "question", "nli"), ("nli_model",),
+                 "EviOmni Eq. 5 + EviNote-RAG's R_EQR of the evidence (digest §5.2.1)"),
+    RewardDesign("evinote", "evinote_design", ("question", "nli"), ("evinote_reading", "nli_model"),
+                 "EviNote-RAG (seed 002) Eq. 4-5"),
+    RewardDesign("eval_rar", "eval_rar_design", (), (), "Eval-RAR (seed 003) Eq. 2-5"),
+    RewardDesign("arena", "arena_design", ("gold_passages",), ("arena_accuracy",), "ARENA (seed 004) §3.2"),
+]}
+KL_ESTIMATORS = ("k3", "k2")  # TRL's k3, ARENA's k2 (D130): train.kl_estimator, and a reward-design row's

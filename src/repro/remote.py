@@ -41,7 +41,7 @@ import yaml
 from repro.assets import EXTERNAL_DIR, AssetError, fetched_dir, is_hub_id, sha256_file
 from repro.config import EVIOMNI_STUDIES, RELEASED_EVIOMNI, FetchConfig, Profile, load_profile, walk
 from repro.io import atomic_dir, atomic_path, write_json, write_text
-from repro.rewards import REWARD_DESIGNS
+from repro.registry import REWARD_DESIGNS
 
 MANIFEST = EXTERNAL_DIR / "manifest.json"
 WIKI18 = EXTERNAL_DIR / "wiki-18.jsonl"

@@ -8,7 +8,7 @@
     Ã_i     = (R_i − mean(R)) / max(std(R), ε_std), population std per group   (Eq. 7)
 
 The neighbours' designs (EviNote-RAG, Eval-RAR, ARENA; seeds 002-004) follow at the end, as rows of
-REWARD_DESIGNS selected by `rewards.design`.
+repro.registry.REWARD_DESIGNS selected by `rewards.design`, each scored by its function here.
 
 Every reward is finite and in [0, 1] for every non-negative length (edge cases: D17). The paper states
 (0, 1] for the length rewards; the open lower end cannot hold in floating point (σ underflows to 0 for
@@ -30,6 +30,7 @@ from scipy.special import expit
 
 from repro import metrics, tags
 from repro.config import RewardsConfig
+from repro.registry import MAY_BE_NONE, REWARD_DESIGNS
 
 ANSWER_KEYS = ("rationale", "evidence", "full")  # o_r, o_e, o_f of Eq. 4
 ANSWER_ALIASES = {"r": "rationale", "o_r": "rationale", "e": "evidence", "o_e": "evidence", "f": "full", "o_f": "full"}
@@ -378,64 +379,37 @@ def arena_reward(response: str, golden_answers: str | Sequence[str], gold_passag
     return fmt + acc + rel + bonus
 
 
-@dataclasses.dataclass(frozen=True)
-class RewardDesign:
-    """One reward design: `score(response, golden_answers, cfg, **inputs)` with exactly the inputs named in
-    `requires` (rollout columns: question, o_r, o_e, passages_length, gold_passages; objects: tokenizer, nli)."""
-
-    name: str
-    score: Callable[..., float]
-    requires: tuple[str, ...]
-    source: str
-
-    @property
-    def masked_answers(self) -> bool:
-        """Whether the trainer must generate o_r, o_e (Eq. 4) for this design."""
-        return "o_r" in self.requires or "o_e" in self.requires
-
-
-def _eviomni(response, golden_answers, cfg, *, o_r, o_e, passages_length, tokenizer):
+def eviomni_design(response, golden_answers, cfg, *, o_r, o_e, passages_length, tokenizer):
     outputs = [o or "" for o in (o_r, o_e, tags.parse_response(response).answer or "")]
     return score_response(response, outputs, golden_answers, passages_length, cfg, tokenizer).final
 
 
-def _eviomni_eqr(response, golden_answers, cfg, *, o_r, o_e, passages_length, tokenizer, question, nli):
+def eviomni_eqr_design(response, golden_answers, cfg, *, o_r, o_e, passages_length, tokenizer, question, nli):
     eqr = evidence_quality_reward(tags.extract_evidence(response), question, golden_answers, nli, "max")
-    return _eviomni(response, golden_answers, cfg, o_r=o_r, o_e=o_e, passages_length=passages_length,
+    return eviomni_design(response, golden_answers, cfg, o_r=o_r, o_e=o_e, passages_length=passages_length,
                     tokenizer=tokenizer) + eqr
 
 
-def _evinote(response, golden_answers, cfg, *, question, nli):
+def evinote_design(response, golden_answers, cfg, *, question, nli):
     return evinote_reward(response, golden_answers, question, nli, cfg.evinote_reading)
 
 
-def _eval_rar(response, golden_answers, cfg):
+def eval_rar_design(response, golden_answers, cfg):
     return eval_rar_reward(response, golden_answers)
 
 
-def _arena(response, golden_answers, cfg, *, gold_passages):
+def arena_design(response, golden_answers, cfg, *, gold_passages):
     return arena_reward(response, golden_answers, gold_passages, cfg.arena_accuracy)
-
-
-REWARD_DESIGNS: dict[str, RewardDesign] = {d.name: d for d in [
-    RewardDesign("eviomni", _eviomni, ("o_r", "o_e", "passages_length", "tokenizer"),
-                 "EviOmni (seed 000) Eq. 5: λ1·R^ans + λ2·R^len + λ3·R^fmt"),
-    RewardDesign("eviomni_eqr", _eviomni_eqr, ("o_r", "o_e", "passages_length", "tokenizer", "question", "nli"),
-                 "EviOmni Eq. 5 + EviNote-RAG's R_EQR of the evidence (digest §5.2.1)"),
-    RewardDesign("evinote", _evinote, ("question", "nli"), "EviNote-RAG (seed 002) Eq. 4-5"),
-    RewardDesign("eval_rar", _eval_rar, (), "Eval-RAR (seed 003) Eq. 2-5"),
-    RewardDesign("arena", _arena, ("gold_passages",), "ARENA (seed 004) §3.2"),
-]}
 
 
 def design_reward(design: str, response: str, golden_answers: str | Sequence[str], cfg: RewardsConfig,
                   **inputs) -> float:
-    """The reward of `design` (a REWARD_DESIGNS name) for one response; `inputs` may hold more than it needs."""
+    """The reward of `design` (a row of repro.registry.REWARD_DESIGNS) for one response; `inputs` may hold more than
+    it needs."""
     if design not in REWARD_DESIGNS:
         raise ValueError(f"unknown reward design {design!r}; known: {sorted(REWARD_DESIGNS)}")
     row = REWARD_DESIGNS[design]
-    # o_r / o_e are None outside the answer subset, the tokenizer when lengths are counted in words
-    missing = [k for k in row.requires if k not in inputs or inputs[k] is None and k not in ("o_r", "o_e", "tokenizer")]
+    missing = [k for k in row.requires if k not in inputs or inputs[k] is None and k not in MAY_BE_NONE]
     if missing:
         raise ValueError(f"reward design {design!r} needs the inputs {missing}")
-    return row.score(response, golden_answers, cfg, **{k: inputs[k] for k in row.requires})
+    return globals()[row.score](response, golden_answers, cfg, **{k: inputs[k] for k in row.requires})

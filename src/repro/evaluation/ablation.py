@@ -20,7 +20,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from repro.config import Profile, is_main_run
+from repro.config import Profile, is_main_run, with_overrides
 from repro.data import layout
 from repro.evaluation.records import read_records
 from repro.evaluation.tables import SUMMARY_COLUMNS, summarize
@@ -57,8 +57,14 @@ def trained_run(cfg: Profile, subset: Sequence[str]) -> TrainRun:
     """Train (or resume, or reuse) the run of `subset`; the main run is only read, never trained here."""
     if is_main_run(cfg, subset):
         return main_run(cfg, f"the {subset_label(subset)} row of Table 3", "D165")
-    return train_extractor(cfg, ablation_run(cfg, subset).root, answer_subset=subset, max_steps=cfg.ablation.max_steps,
-                           score_single_checkpoint=False)  # a one-step row has nothing to select (D172)
+    return train_extractor(ablation_profile(cfg, subset), ablation_run(cfg, subset).root)
+
+
+def ablation_profile(cfg: Profile, subset: Sequence[str]) -> Profile:
+    """The profile of one subset's run: R^ans averaged over `subset`, `ablation.max_steps` steps (when set), and no
+    dev pass when its only checkpoint is its last (a one-step row has nothing to select, D172)."""
+    return with_overrides(cfg, {"rewards.answer_subset": subset, "train.score_single_checkpoint": False,
+                                "train.max_steps": cfg.ablation.max_steps or cfg.train.max_steps})
 
 
 def run_ablation(cfg: Profile, progress: bool = True) -> pd.DataFrame:

@@ -7,7 +7,7 @@ and compared with EviOmni's reward (D158-D161).
     summary = summarize_designs(files)       # n, EM, F1, CR, evidence AR, NLI support, relevance P/R per design
     tests = compare_designs(files)           # each design against `eviomni` on the same items, Holm
 
-A row is a `rewards.design`, optionally followed by "_<train.kl_estimator>" (repro.config.design_row): `eviomni_k2`
+A row is a `rewards.design` and optionally a `train.kl_estimator` (repro.config.DesignRow), named `eviomni_k2`
 is EviOmni's reward under ARENA's k2 KL estimator, `arena_k2` ARENA as published. Runs live in
 data/<profile>/train/reward_designs/<row>/ (resumable like the main run, repro.train.run), except the row that would
 repeat the main run (repro.config.is_main_design_run), which reuses data/<profile>/train/eviomni/ (D170). Prediction
@@ -18,7 +18,6 @@ A profile without the section (`reward_designs: null`) writes `study.json` sayin
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import math
 from collections.abc import Callable, Sequence
@@ -30,7 +29,7 @@ import torch
 
 from repro import metrics, rewards
 from repro.assets import resolve
-from repro.config import Profile, design_row, is_main_design_run
+from repro.config import DesignRow, Profile, is_main_design_run, with_overrides
 from repro.data import layout
 from repro.evaluation.records import RecordFile, process_resumably, read_records
 from repro.evaluation.study import evaluation_rows
@@ -38,6 +37,7 @@ from repro.evaluation.tables import SUMMARY_COLUMNS, summarize
 from repro.evaluation.trained_extractors import compare_with_reference, evaluate_extractors, main_run
 from repro.io import fingerprint, model_fingerprint, write_json
 from repro.nli import NLIScorer
+from repro.registry import REWARD_DESIGNS
 from repro.train.data import gold_passages
 from repro.train.logs import TrainRun
 from repro.train.run import train_extractor
@@ -52,27 +52,27 @@ EVIDENCE_COLUMNS = ["evidence AR", "NLI support", "NLI entailment", "relevance t
 BINARY_METRICS = ("em", "ar_evidence", "nli_support")  # McNemar and its exact interval; F1 a bootstrap interval
 
 
-def design_profile(cfg: Profile, row: str) -> Profile:
-    """The profile of one row's run: `cfg` with `rewards.design`, and for a <design>_<estimator> row
+def design_profile(cfg: Profile, row: DesignRow) -> Profile:
+    """The profile of one row's run: `cfg` with `rewards.design`, and for a row with a KL estimator
     `train.kl_estimator`, replaced; everything else (starting policy, data, steps, dev selection) is the main run's."""
-    design, estimator = design_row(row)
-    train = cfg.train if estimator is None else dataclasses.replace(cfg.train, kl_estimator=estimator)
-    return dataclasses.replace(cfg, rewards=dataclasses.replace(cfg.rewards, design=design), train=train)
+    return with_overrides(cfg, {"rewards.design": row.design} | (
+        {"train.kl_estimator": row.kl_estimator} if row.kl_estimator else {}))
 
 
-def design_run(cfg: Profile, row: str) -> TrainRun:
+def design_run(cfg: Profile, row: DesignRow) -> TrainRun:
     """The run of `row`: the main run (stage train_eviomni) when it is that run (D170), else its own directory."""
     if is_main_design_run(cfg, row):
         return TrainRun(layout.train_run_dir(cfg.name))
-    return TrainRun(layout.train_run_dir(cfg.name, f"{STUDY}/{row}"))
+    return TrainRun(layout.train_run_dir(cfg.name, f"{STUDY}/{row.name}"))
 
 
-def trained_design_run(cfg: Profile, row: str) -> TrainRun:
+def trained_design_run(cfg: Profile, row: DesignRow) -> TrainRun:
     """Train (or resume, or reuse) the run of `row`; the main run is only read, never trained here."""
     if is_main_design_run(cfg, row):
-        return main_run(cfg, f"the {row} row of the reward-design study", "D170")
-    return train_extractor(design_profile(cfg, row), design_run(cfg, row).root, max_steps=cfg.reward_designs.max_steps,
-                           score_single_checkpoint=False)  # a one-step row has nothing to select (D172, D177)
+        return main_run(cfg, f"the {row.name} row of the reward-design study", "D170")
+    budget = {"train.max_steps": cfg.reward_designs.max_steps or cfg.train.max_steps,
+              "train.score_single_checkpoint": False}  # a one-step row has nothing to select (D172, D177)
+    return train_extractor(with_overrides(design_profile(cfg, row), budget), design_run(cfg, row).root)
 
 
 def evidence_scores_path(cfg: Profile, dataset: str, row: str) -> Path:
@@ -84,9 +84,11 @@ def design_table(cfg: Profile) -> pd.DataFrame:
     rows = []
     for row in cfg.reward_designs.designs if cfg.reward_designs else []:
         run = design_profile(cfg, row)
-        rows.append({"design": row, "rewards.design": run.rewards.design, "train.kl_estimator": run.train.kl_estimator,
-                     "source": rewards.REWARD_DESIGNS[run.rewards.design].source})
-    return pd.DataFrame(rows, columns=["design", "rewards.design", "train.kl_estimator", "source"])
+        design = REWARD_DESIGNS[run.rewards.design]
+        knobs = ", ".join(f"{k}={getattr(run.rewards, k)}" for k in design.knobs)
+        rows.append({"design": row.name, "rewards.design": design.name, "train.kl_estimator": run.train.kl_estimator,
+                     "knobs": knobs, "source": design.source})
+    return pd.DataFrame(rows, columns=["design", "rewards.design", "train.kl_estimator", "knobs", "source"])
 
 
 def run_reward_designs(cfg: Profile, progress: bool = True) -> pd.DataFrame:
@@ -94,13 +96,13 @@ def run_reward_designs(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     `is_main_design_run`), then evaluate each extractor on the section's test sets with the profile's QA generator;
     one row per prediction file (none without the section)."""
     rd = cfg.reward_designs
-    record = {"requested": rd is not None, "designs": rd.designs if rd else []}
+    record = {"requested": rd is not None, "designs": [row.name for row in rd.designs] if rd else []}
     for directory in (layout.train_run_dir(cfg.name, STUDY), layout.profile_dir(cfg.name) / "predictions" / STUDY):
         write_json(directory / "study.json", record)  # the stage's outputs exist even when it is not requested
     if rd is None:
         print(f"profiles.{cfg.name}.reward_designs is null: the study is not requested", flush=True)
         return pd.DataFrame(columns=FILE_COLUMNS)
-    runs = {row: trained_design_run(cfg, row) for row in rd.designs}
+    runs = {row.name: trained_design_run(cfg, row) for row in rd.designs}
     return evaluate_extractors(cfg, runs, STUDY, rd, progress).rename(columns={"variant": "design"})
 
 

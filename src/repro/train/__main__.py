@@ -1,7 +1,9 @@
 """Train the extractor of a profile: the entry point `accelerate launch -m repro.train` runs in each process.
 
-    python -m repro.train --profile tiny [--run-dir DIR] [--answer-subset rationale,evidence] [--max-steps N]
-                          [--no-single-checkpoint-dev-pass]
+    python -m repro.train --profile tiny [--params FILE] [--run-dir DIR]
+
+A study's variant of a run (Table 3's answer subsets, a reward design, a step budget) is a profile of its own, written
+to the params file the launcher passes (repro.config.with_overrides).
 """
 
 from __future__ import annotations
@@ -18,15 +20,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", help="profile name (default: the `profile` key of the params file)")
     parser.add_argument("--params", default=PARAMS_FILE, help="params file holding the profile")
     parser.add_argument("--run-dir", help="run directory (default: data/<profile>/train/eviomni)")
-    parser.add_argument("--answer-subset", help="comma-separated answers averaged into R^ans (Table 3)")
-    parser.add_argument("--max-steps", type=int, help="override train.max_steps")
-    parser.add_argument("--no-single-checkpoint-dev-pass", action="store_true",
-                        help="no dev pass when the last checkpoint is the run's only one (nothing to select)")
     args = parser.parse_args(argv)
     cfg = load_profile(args.profile, args.params)
-    subset = args.answer_subset.split(",") if args.answer_subset else None
-    run = train_in_process(cfg, args.run_dir or layout.train_run_dir(cfg.name), answer_subset=subset,
-                           max_steps=args.max_steps, score_single_checkpoint=not args.no_single_checkpoint_dev_pass)
+    run = train_in_process(cfg, args.run_dir or layout.train_run_dir(cfg.name))
     print(run.extractor)
 
 

@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from repro import masking, metrics, rewards, stats, tags
-from repro.config import Profile
+from repro.config import Profile, with_overrides
 from repro.data import layout
 from repro.data.corpus import split_contents
 from repro.data.sentences import keyed_rng, passage_sentences, random_sentence
@@ -64,8 +64,7 @@ def seed_name(seed: int) -> str:
 def seed_profile(cfg: Profile, seed: int) -> Profile:
     """The profile of one seed's run: GRPO's seed `train.seed` and `train.max_steps` (`evidence.max_steps`, when set)
     replaced; everything else, the warm-up it starts from included, is the profile's."""
-    steps = cfg.evidence.max_steps or cfg.train.max_steps
-    return dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, seed=seed, max_steps=steps))
+    return with_overrides(cfg, {"train.seed": seed, "train.max_steps": cfg.evidence.max_steps or cfg.train.max_steps})
 
 
 def seed_run(cfg: Profile, seed: int) -> TrainRun:

@@ -31,7 +31,7 @@ import shutil
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from repro.config import Profile, load_profile
+from repro.config import Profile, load_profile, with_overrides
 from repro.data import layout
 from repro.io import fingerprint, read_json, write_json
 from repro.train.logs import StepLog, TrainRun
@@ -53,9 +53,10 @@ def point_name(tau: float, gamma: float) -> str:
     return f"tau={tau:g}-gamma={gamma:g}"
 
 
-def with_length_rewards(cfg: Profile, tau: float, gamma: float) -> Profile:
-    """The profile with `rewards.tau` and `rewards.gamma` replaced."""
-    return dataclasses.replace(cfg, rewards=dataclasses.replace(cfg.rewards, tau=tau, gamma=gamma))
+def point_profile(cfg: Profile, tau: float, gamma: float) -> Profile:
+    """The profile of one pair's run: `rewards.tau` and `rewards.gamma` replaced, `length_tuning.max_steps` steps."""
+    return with_overrides(cfg, {"rewards.tau": tau, "rewards.gamma": gamma,
+                                "train.max_steps": cfg.length_tuning.max_steps})
 
 
 def best_dev_score(rows: Sequence[dict], metric: str) -> tuple[float, int] | None:
@@ -81,14 +82,14 @@ def select(results: Sequence[dict]) -> dict:
     return max(scored, key=lambda r: r["value"])  # max keeps the first of equal values
 
 
-def point_key(cfg: Profile, max_steps: int) -> str:
-    """What a pair's run depends on: the seed, models, data, retrieval, rewards and train settings, the steps."""
+def point_key(cfg: Profile) -> str:
+    """What a pair's run depends on: the seed, models, data, retrieval, rewards and train settings (its steps)."""
     parts = {name: dataclasses.asdict(getattr(cfg, name)) for name in ("models", "data", "retrieval", "rewards",
                                                                         "train") if getattr(cfg, name) is not None}
-    return fingerprint({"seed": cfg.seed, "max_steps": max_steps, **parts})
+    return fingerprint({"seed": cfg.seed, **parts})
 
 
-Trainer = Callable[..., object]  # train_extractor(cfg, root, max_steps=...) -> a TrainRun
+Trainer = Callable[..., object]  # train_extractor(cfg, root) -> a TrainRun
 
 
 def tune_point(cfg: Profile, tau: float, gamma: float, root: Path, train: Trainer) -> dict:
@@ -100,14 +101,14 @@ def tune_point(cfg: Profile, tau: float, gamma: float, root: Path, train: Traine
         raise ValueError(f"profiles.{cfg.name}.train.selection_metric is null: the pairs are scored by the dev passes "
                          f"of train's checkpoint selection, which then do not run")
     metric = tuning.metric or cfg.train.selection_metric
-    point_cfg = with_length_rewards(cfg, tau, gamma)
-    key = point_key(point_cfg, tuning.max_steps)
+    point_cfg = point_profile(cfg, tau, gamma)
+    key = point_key(point_cfg)
     run_dir = root / point_name(tau, gamma)
     result_file = run_dir / RESULT
     trained = None
     if not (result_file.exists() and read_json(result_file).get("key") == key):
         result_file.unlink(missing_ok=True)
-        trained = train(point_cfg, run_dir, max_steps=tuning.max_steps)
+        trained = train(point_cfg, run_dir)
     best = best_dev_score(StepLog(TrainRun(run_dir).dev_log).rows(), metric)
     result = {"tau": tau, "gamma": gamma, "metric": metric, "value": best[0] if best else None,
               "step": best[1] if best else None, "key": key}

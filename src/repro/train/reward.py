@@ -1,4 +1,4 @@
-"""R^final of Eq. 5 (or the design `rewards.design` of repro.rewards.REWARD_DESIGNS, D125) as a TRL reward
+"""R^final of Eq. 5 (or the design `rewards.design` of repro.registry.REWARD_DESIGNS, D125) as a TRL reward
 function, and the per-rollout scores the training log and the dev evaluation report.
 
 The reward is a pure function of the rollout and the answers o_r, o_e that `EviOmniTrainer` generated
@@ -16,6 +16,7 @@ import numpy as np
 
 from repro import metrics, rewards, tags
 from repro.config import RewardsConfig
+from repro.registry import REWARD_DESIGNS
 from repro.train.rollout import completion_text, parse_rollout
 
 ANSWERS = rewards.ANSWER_KEYS  # rationale (o_r), evidence (o_e), full (o_f)
@@ -80,7 +81,7 @@ class EviOmniReward:
     __name__ = "eviomni"
 
     def __init__(self, cfg: RewardsConfig, tokenizer, nli: rewards.NLIScorer | None = None):
-        design = rewards.REWARD_DESIGNS[cfg.design]
+        design = REWARD_DESIGNS[cfg.design]
         if "nli" in design.requires and nli is None:
             raise ValueError(f"rewards.design={cfg.design!r} needs an NLI scorer (rewards.nli_model)")
         self.cfg, self.tokenizer, self.nli, self.design = cfg, tokenizer, nli, design
@@ -97,16 +98,15 @@ class EviOmniReward:
         return [s.final for s in scores]
 
     def _design_rewards(self, completions, golden_answers, passages_length, o_r, o_e, log_metric, columns):
-        """A neighbour's design (repro.rewards.REWARD_DESIGNS), plus EM and R^fmt of the rollouts for the log."""
-        n = len(completions)
-        missing = [k for k in ("question", "gold_passages") if k in self.design.requires and k not in columns]
+        """A neighbour's design (repro.registry.REWARD_DESIGNS), plus EM and R^fmt of the rollouts for the log."""
+        columns = {**columns, "passages_length": passages_length}  # TRL passes it by name, the others in **columns
+        missing = [k for k in self.design.columns if k not in columns]
         if missing:
             raise ValueError(f"rewards.design={self.cfg.design!r} needs the dataset columns {missing}")
         texts = [completion_text(c) for c in completions]
         values = [rewards.design_reward(self.cfg.design, text, golden_answers[i], self.cfg, o_r=o_r[i], o_e=o_e[i],
-                                        passages_length=passages_length[i], tokenizer=self.tokenizer, nli=self.nli,
-                                        question=columns.get("question", [None] * n)[i],
-                                        gold_passages=columns.get("gold_passages", [None] * n)[i])
+                                        tokenizer=self.tokenizer, nli=self.nli,
+                                        **{k: columns[k][i] for k in self.design.columns})
                   for i, text in enumerate(texts)]
         if log_metric is not None:
             log_metric(f"eviomni/reward_{self.design.name}", float(np.mean(values)))

@@ -42,7 +42,7 @@ from repro.data import layout
 from repro.generation import attention  # noqa: F401  (registers sdpa_grouped_decode)
 from repro.io import fingerprint, write_json
 from repro.nli import NLIScorer
-from repro.rewards import REWARD_DESIGNS
+from repro.registry import REWARD_DESIGNS
 from repro.train.callbacks import DevSelectionCallback, TrainLogCallback
 from repro.train.checkpoints import TRAINER_STATE, last_checkpoint, recorded_fingerprint
 from repro.train.data import split_rows, training_rows
@@ -57,16 +57,10 @@ RUN_STATE_FILES = {"optimizer.pt", "scheduler.pt", "scaler.pt", TRAINER_STATE, "
 ADAPTER_FILES = {"adapter_config.json", "adapter_model.safetensors", "README.md"}  # what peft saves of a LoRA policy
 
 
-def _train_config(cfg: Profile, max_steps: int | None) -> TrainConfig:
+def _train_config(cfg: Profile) -> TrainConfig:
     if cfg.train is None:
         raise ValueError(f"profile {cfg.name} has no train section")
-    return cfg.train if max_steps is None else dataclasses.replace(cfg.train, max_steps=max_steps)
-
-
-def _rewards_config(cfg: Profile, answer_subset: Sequence[str] | None) -> RewardsConfig:
-    if answer_subset is None:
-        return cfg.rewards
-    return dataclasses.replace(cfg.rewards, answer_subset=tuple(answer_subset))
+    return cfg.train
 
 
 def nli_scorer(cfg: Profile, rewards_cfg: RewardsConfig) -> NLIScorer | None:
@@ -178,14 +172,12 @@ def _finished_state(checkpoint: str | None) -> TrainerState | None:
 
 
 def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_rows: Sequence[dict], *,
-                  answer_subset: Sequence[str] | None = None, max_steps: int | None = None, progress: bool = True,
-                  callbacks: Sequence[TrainerCallback] = (), train_questions: dict | None = None,
-                  score_single_checkpoint: bool = True) -> EviOmniTrainer:
+                  progress: bool = True, callbacks: Sequence[TrainerCallback] = (),
+                  train_questions: dict | None = None) -> EviOmniTrainer:
     """The trainer of a run on `train_rows`, selecting on `dev_rows` (rows of repro.train.data); clears the run
     directory first if it holds a run of another configuration. `train_questions` (from
-    repro.train.data.training_rows: how many questions the filter of D149 dropped) goes into run_config.json.
-    `score_single_checkpoint` False: no dev pass when the last checkpoint is the only one (DevSelectionCallback)."""
-    train, rewards_cfg = _train_config(cfg, max_steps), _rewards_config(cfg, answer_subset)
+    repro.train.data.training_rows: how many questions the filter of D149 dropped) goes into run_config.json."""
+    train, rewards_cfg = _train_config(cfg), cfg.rewards
     model_path = starting_policy(cfg, progress=progress)
     tokenizer = AutoTokenizer.from_pretrained(model_path, padding_side="left")
     args = grpo_args(cfg, train, run.checkpoints, progress)
@@ -204,36 +196,31 @@ def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_r
     if train.selection_metric is not None:
         trainer.add_callback(DevSelectionCallback(trainer, dev_rows, train.selection_metric, run.dev_log,
                                                   evaluate_initial=train.evaluate_initial,
-                                                  score_single_checkpoint=score_single_checkpoint))
+                                                  score_single_checkpoint=train.score_single_checkpoint))
     for callback in callbacks:
         trainer.add_callback(callback)
     return trainer
 
 
-def fit(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_rows: Sequence[dict], *,
-        answer_subset: Sequence[str] | None = None, max_steps: int | None = None, progress: bool = True,
-        callbacks: Sequence[TrainerCallback] = (), train_questions: dict | None = None,
-        score_single_checkpoint: bool = True) -> TrainRun:
+def fit(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_rows: Sequence[dict], *, progress: bool = True,
+        callbacks: Sequence[TrainerCallback] = (), train_questions: dict | None = None) -> TrainRun:
     """Train (resuming from the run's last checkpoint if there is one) and export the selected extractor."""
-    trainer = build_trainer(cfg, run, train_rows, dev_rows, answer_subset=answer_subset, max_steps=max_steps,
-                            progress=progress, callbacks=callbacks, train_questions=train_questions,
-                            score_single_checkpoint=score_single_checkpoint)
+    trainer = build_trainer(cfg, run, train_rows, dev_rows, progress=progress, callbacks=callbacks,
+                            train_questions=train_questions)
     checkpoint = last_checkpoint(run.checkpoints)
     state = _finished_state(checkpoint)
     if state is None:
         trainer.train(resume_from_checkpoint=checkpoint)
         state = trainer.state
     if trainer.accelerator.is_main_process:
-        _export_selected(state, run, _train_config(cfg, max_steps).selection_metric, cfg.models.dtype)
+        _export_selected(state, run, _train_config(cfg).selection_metric, cfg.models.dtype)
     trainer.accelerator.wait_for_everyone()
     return run
 
 
-def train_in_process(cfg: Profile, root: str | Path | None = None, *, answer_subset: Sequence[str] | None = None,
-                     max_steps: int | None = None, progress: bool = True,
-                     score_single_checkpoint: bool = True) -> TrainRun:
+def train_in_process(cfg: Profile, root: str | Path | None = None, *, progress: bool = True) -> TrainRun:
     """Train on the profile's train split and select on its dev split, in this process."""
-    train = _train_config(cfg, max_steps)
+    train = _train_config(cfg)
     tokenizer = AutoTokenizer.from_pretrained(resolve(cfg.models.extractor, cfg.name))
     rows, questions = training_rows(cfg, tokenizer)
     if questions["require_answer_in_passages"]:
@@ -242,38 +229,22 @@ def train_in_process(cfg: Profile, root: str | Path | None = None, *, answer_sub
     selects = train.selection_metric is not None  # without dev selection no dev row is read (D192)
     dev_rows = split_rows(cfg, "dev", tokenizer, train.dev_max_questions) if selects else []
     run = TrainRun(Path(root) if root is not None else layout.train_run_dir(cfg.name))
-    return fit(cfg, run, rows, dev_rows, answer_subset=answer_subset, max_steps=max_steps, progress=progress,
-               train_questions=questions, score_single_checkpoint=score_single_checkpoint)
+    return fit(cfg, run, rows, dev_rows, progress=progress, train_questions=questions)
 
 
-def cli_args(cfg: Profile, root: Path, params: Path, answer_subset: Sequence[str] | None,
-             max_steps: int | None, score_single_checkpoint: bool = True) -> list[str]:
-    args = ["--params", str(params), "--profile", cfg.name, "--run-dir", str(root)]
-    if answer_subset is not None:
-        args += ["--answer-subset", ",".join(answer_subset)]
-    if max_steps is not None:
-        args += ["--max-steps", str(max_steps)]
-    if not score_single_checkpoint:
-        args += ["--no-single-checkpoint-dev-pass"]
-    return args
+def train_extractor(cfg: Profile, root: str | Path | None = None) -> TrainRun:
+    """Train the extractor of `cfg` into `root` (default: data/<profile>/train/eviomni); returns the run. A study's
+    variant is a profile of its own (`repro.config.with_overrides`).
 
-
-def train_extractor(cfg: Profile, root: str | Path | None = None, *, answer_subset: Sequence[str] | None = None,
-                    max_steps: int | None = None, accelerate_config: str | None = None,
-                    score_single_checkpoint: bool = True) -> TrainRun:
-    """Train the extractor of `cfg` (the Table 3 ablation passes `answer_subset`); returns the run. With
-    `score_single_checkpoint` False, a run with one checkpoint has no dev pass (nothing to select; D172).
-
-    Runs in this process, or under `accelerate launch --config_file <accelerate_config>` (default:
-    `train.accelerate_config` of the profile) for multi-process training."""
-    accelerate_config = accelerate_config or _train_config(cfg, max_steps).accelerate_config
+    Runs in this process, or under `accelerate launch --config_file <train.accelerate_config>` for multi-process
+    training, whose workers read `cfg` from the launch's params file."""
+    accelerate_config = _train_config(cfg).accelerate_config
     root = Path(root) if root is not None else layout.train_run_dir(cfg.name)
     if accelerate_config is None:
-        return train_in_process(cfg, root, answer_subset=answer_subset, max_steps=max_steps,
-                                score_single_checkpoint=score_single_checkpoint)
+        return train_in_process(cfg, root)
     starting_policy(cfg)  # the format warm-up, if any, runs once, before any worker process starts
     with launch_dir(cfg) as tmp:
         launch(accelerate_config, "repro.train",
-               cli_args(cfg, root, tmp / PARAMS, answer_subset, max_steps, score_single_checkpoint),
+               ["--params", str(tmp / PARAMS), "--profile", cfg.name, "--run-dir", str(root)],
                key=f"params.yaml: profiles.{cfg.name}.train.accelerate_config")
     return TrainRun(root)

@@ -43,6 +43,7 @@ from trl.models import unwrap_model_for_generation
 
 from repro import rewards
 from repro.config import RewardsConfig
+from repro.registry import REWARD_DESIGNS
 from repro.train.fused_head import compact_fused_lm_head_on_cpu
 from repro.train.lora_policy import merged_adapter
 from repro.train.reward import EviOmniReward, RolloutScore, score_rollout
@@ -214,7 +215,7 @@ class EviOmniTrainer(GRPOTrainer):
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         texts = [completion_text(c) for c in completions]
-        design = rewards.REWARD_DESIGNS[self.rewards_config.design]
+        design = REWARD_DESIGNS[self.rewards_config.design]
         targets = masked_targets(self.rewards_config.answer_subset) if design.masked_answers else ()
         answers = self.masked_answers(inputs, texts, targets, self.sample_answers)
         for i, row in enumerate(inputs):
