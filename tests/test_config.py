@@ -6,6 +6,7 @@ import inspect
 import textwrap
 
 import pytest
+import yaml
 
 from repro.config import (
     GENERATOR_OPTIONS,
@@ -237,3 +238,19 @@ def test_known_options_are_the_backend_constructors_keywords(backend, module, cl
     signature = inspect.signature(getattr(importlib.import_module(module), cls))
     keywords = [p.name for p in signature.parameters.values() if p.kind is inspect.Parameter.KEYWORD_ONLY]
     assert list(GENERATOR_OPTIONS[backend]) == keywords
+
+
+def test_an_error_names_the_key_and_prints_the_fields_help(tmp_path):
+    params = read_params()
+    params["profiles"]["ci"]["rewards"]["tau"] = "high"
+    del params["profiles"]["ci"]["models"]["generator"]
+    path = tmp_path / "params.yaml"
+    path.write_text(yaml.safe_dump(params))
+    with pytest.raises(ConfigError, match=r"profiles\.ci\.models: missing required key 'generator' \(the LoRA QA "
+                                          r"generator's base model"):
+        load_profile("ci", path)
+    params["profiles"]["ci"]["models"]["generator"] = "embedded:smollm2"
+    path.write_text(yaml.safe_dump(params))
+    with pytest.raises(ConfigError, match=r"profiles\.ci\.rewards\.tau: expected float, got str \('high'\) \(τ of "
+                                          r"Eq\. 10"):
+        load_profile("ci", path)

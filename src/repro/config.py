@@ -61,13 +61,18 @@ class ModelsConfig:
     """Model references: `embedded:<name>` (materialised under data/assets by repro.assets), a local
     directory, or a Hugging Face hub id (paper profiles, on machines that can reach the weights)."""
 
-    extractor: str  # the policy trained by GRPO (EviOmni) and the backbone of FilCo/SEER/CoT
-    generator: str  # the LoRA QA generator's base model (Appendix A.2)
-    agents: list[str]  # Search-R1 agents of the agentic study (Table 5)
-    released_extractor: str | None = None  # the authors' EviOmni checkpoint, for inference-only runs
-    dtype: typing.Literal["float32", "bfloat16", "float16", "auto"] = "float32"  # weights when training
-    # weights when only generating or scoring (evaluation, latency, SEER's sampling); None: `dtype` (D87)
-    inference_dtype: typing.Literal["float32", "bfloat16", "float16", "auto"] | None = None
+    extractor: str = dataclasses.field(
+        metadata={"help": "the policy trained by GRPO (EviOmni) and the backbone of FilCo/SEER/CoT"})
+    generator: str = dataclasses.field(metadata={"help": "the LoRA QA generator's base model (Appendix A.2)"})
+    agents: list[str] = dataclasses.field(metadata={"help": "Search-R1 agents of the agentic study (Table 5)"})
+    released_extractor: str | None = dataclasses.field(
+        default=None, metadata={"help": "the authors' EviOmni checkpoint, for inference-only runs"})
+    dtype: typing.Literal["float32", "bfloat16", "float16", "auto"] = dataclasses.field(
+        default="float32", metadata={"help": "weights when training"})
+    inference_dtype: typing.Literal["float32", "bfloat16", "float16", "auto"] | None = dataclasses.field(
+        default=None,
+        metadata={"help": "weights when only generating or scoring (evaluation, latency, SEER's sampling); None: "
+                          "`dtype` (D87)"})
 
     @property
     def inference(self) -> str:
@@ -83,15 +88,22 @@ KLEstimator = typing.Literal[KL_ESTIMATORS]
 class RewardsConfig:
     """Rewards, masking and advantage of §3.1-3.3 (Eqs. 4-7, 10-11); choices in docs/decisions.md."""
 
-    weights: tuple[float, ...] = (0.8, 0.1, 0.1)  # λ1 answer, λ2 length, λ3 format (Eq. 5)
-    answer_subset: tuple[str, ...] = ("rationale", "evidence", "full")  # averaged into R^ans (Table 3)
-    tau: float = 0.5  # τ of Eq. 10, grid {0.1, 0.2, 0.5, 1.0}; chosen value unreported (D16)
-    gamma: float = 0.5  # γ of Eq. 11, grid {0.1, 0.3, 0.5, 0.8, 1.0}; chosen value unreported (D16)
-    omega: float = 0.9  # ω of Eq. 11
-    eps_std: float = 0.1  # ε_std of Eq. 7
-    length_unit: typing.Literal["tokens", "words"] = "tokens"  # L_r, L_e, L_P and CR (D13)
-    mask_mode: typing.Literal["empty_tags", "drop", "placeholder"] = "empty_tags"  # a masked span (D6)
-    prefill_answer_tag: bool = True  # open the answer turn with "<answer>" for o_r, o_e, o_f (D7)
+    weights: tuple[float, ...] = dataclasses.field(
+        default=(0.8, 0.1, 0.1), metadata={"help": "λ1 answer, λ2 length, λ3 format (Eq. 5)"})
+    answer_subset: tuple[str, ...] = dataclasses.field(
+        default=("rationale", "evidence", "full"), metadata={"help": "averaged into R^ans (Table 3)"})
+    tau: float = dataclasses.field(
+        default=0.5, metadata={"help": "τ of Eq. 10, grid {0.1, 0.2, 0.5, 1.0}; chosen value unreported (D16)"})
+    gamma: float = dataclasses.field(
+        default=0.5, metadata={"help": "γ of Eq. 11, grid {0.1, 0.3, 0.5, 0.8, 1.0}; chosen value unreported (D16)"})
+    omega: float = dataclasses.field(default=0.9, metadata={"help": "ω of Eq. 11"})
+    eps_std: float = dataclasses.field(default=0.1, metadata={"help": "ε_std of Eq. 7"})
+    length_unit: typing.Literal["tokens", "words"] = dataclasses.field(
+        default="tokens", metadata={"help": "L_r, L_e, L_P and CR (D13)"})
+    mask_mode: typing.Literal["empty_tags", "drop", "placeholder"] = dataclasses.field(
+        default="empty_tags", metadata={"help": "a masked span (D6)"})
+    prefill_answer_tag: bool = dataclasses.field(
+        default=True, metadata={"help": "open the answer turn with \"<answer>\" for o_r, o_e, o_f (D7)"})
     format_check: typing.Literal["strict", "lenient"] = dataclasses.field(
         default="strict", metadata={"help": "R^fmt: D18's exact form, or tagged parts in order amid free text (D147)"})
     masked_answer_prompt: typing.Literal["table14", "table11"] = dataclasses.field(
@@ -121,11 +133,15 @@ class RewardsConfig:
 class CorpusConfig:
     """The retrieval corpus (App. A.3: the Dec-2018 Wikipedia dump in 100-word passages)."""
 
-    source: str  # embedded:ovos-wiki, or a passages jsonl such as data/external/wiki-18.jsonl
-    format: typing.Literal["ovos-summaries", "passages"]  # pages to chunk, or ready {"id","contents"} passages
-    chunk_words: int = 100  # passage length in words when chunking pages
-    max_pages: int | None = None  # keep the first N pages plus every evidence page of an embedded question (ci)
-    max_passages: int | None = None  # the first N passages of a passages file, in file order (gpu-smoke; D135)
+    source: str = dataclasses.field(
+        metadata={"help": "embedded:ovos-wiki, or a passages jsonl such as data/external/wiki-18.jsonl"})
+    format: typing.Literal["ovos-summaries", "passages"] = dataclasses.field(
+        metadata={"help": "pages to chunk, or ready {\"id\",\"contents\"} passages"})
+    chunk_words: int = dataclasses.field(default=100, metadata={"help": "passage length in words when chunking pages"})
+    max_pages: int | None = dataclasses.field(
+        default=None, metadata={"help": "keep the first N pages plus every evidence page of an embedded question (ci)"})
+    max_passages: int | None = dataclasses.field(
+        default=None, metadata={"help": "the first N passages of a passages file, in file order (gpu-smoke; D135)"})
 
     def __post_init__(self):
         if self.max_passages is not None and (self.max_passages < 1 or self.format != "passages"):
@@ -136,23 +152,31 @@ class CorpusConfig:
 class DatasetConfig:
     """One QA dataset and the splits the studies use."""
 
-    name: str  # directory name under data/<profile>/qa/
-    label: str  # name in tables (NQ, TQA, HotpotQA, ...)
+    name: str = dataclasses.field(metadata={"help": "directory name under data/<profile>/qa/"})
+    label: str = dataclasses.field(metadata={"help": "name in tables (NQ, TQA, HotpotQA, ...)"})
     format: typing.Literal["fanoutqa", "ovos-describe", "flashrag", "musique", "wiki-multihop"]
-    setting: typing.Literal["open", "distractor"]  # retrieve from the corpus, or use the shipped paragraphs
-    source: str  # embedded:fanoutqa-dev, a local directory / file, or a hub dataset repo (FlashRAG)
-    splits: dict[str, str]  # our split -> the source's split or file (HotpotQA: test -> dev)
-    question_types: list[str] | None = None  # only these metadata.type count in retrieval quality (bridge)
-    max_questions: int | None = None  # first N questions of each split (ci)
+    setting: typing.Literal["open", "distractor"] = dataclasses.field(
+        metadata={"help": "retrieve from the corpus, or use the shipped paragraphs"})
+    source: str = dataclasses.field(
+        metadata={"help": "embedded:fanoutqa-dev, a local directory / file, or a hub dataset repo (FlashRAG)"})
+    splits: dict[str, str] = dataclasses.field(
+        metadata={"help": "our split -> the source's split or file (HotpotQA: test -> dev)"})
+    question_types: list[str] | None = dataclasses.field(
+        default=None, metadata={"help": "only these metadata.type count in retrieval quality (bridge)"})
+    max_questions: int | None = dataclasses.field(
+        default=None, metadata={"help": "first N questions of each split (ci)"})
 
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
     corpus: CorpusConfig
     datasets: list[DatasetConfig]
-    split_fractions: dict[str, float]  # hashed train/dev/test split of the embedded sets
-    distractor_paragraphs: int = 10  # paragraphs per built distractor-setting question (gold + distractors)
-    min_distractors: int = 8  # App. A.3: "two gold paragraphs and 8-9 distractor paragraphs"
+    split_fractions: dict[str, float] = dataclasses.field(
+        metadata={"help": "hashed train/dev/test split of the embedded sets"})
+    distractor_paragraphs: int = dataclasses.field(
+        default=10, metadata={"help": "paragraphs per built distractor-setting question (gold + distractors)"})
+    min_distractors: int = dataclasses.field(
+        default=8, metadata={"help": "App. A.3: \"two gold paragraphs and 8-9 distractor paragraphs\""})
 
     def __post_init__(self):
         names = [d.name for d in self.datasets]
@@ -165,21 +189,29 @@ class RetrieverConfig:
     """A dense retriever (any transformers encoder + FAISS) or BM25."""
 
     method: typing.Literal["dense", "bm25"]
-    query_encoder: str | None = None  # model dir, hub id or embedded:<name>
-    passage_encoder: str | None = None  # DPR's context encoder; None = the query encoder (E5, MiniLM)
-    pooling: typing.Literal["cls", "mean", "pooler"] = "mean"  # DPR: pooler; E5/MiniLM: mean
-    query_prefix: str = ""  # E5: "query: "
-    passage_prefix: str = ""  # E5: "passage: "
-    passage_input: typing.Literal["contents", "title_text_pair"] = "contents"  # DPR: (title, text) pair
-    normalize: bool = True  # L2-normalise embeddings (E5, MiniLM); DPR uses raw inner products
+    query_encoder: str | None = dataclasses.field(
+        default=None, metadata={"help": "model dir, hub id or embedded:<name>"})
+    passage_encoder: str | None = dataclasses.field(
+        default=None, metadata={"help": "DPR's context encoder; None = the query encoder (E5, MiniLM)"})
+    pooling: typing.Literal["cls", "mean", "pooler"] = dataclasses.field(
+        default="mean", metadata={"help": "DPR: pooler; E5/MiniLM: mean"})
+    query_prefix: str = dataclasses.field(default="", metadata={"help": "E5: \"query: \""})
+    passage_prefix: str = dataclasses.field(default="", metadata={"help": "E5: \"passage: \""})
+    passage_input: typing.Literal["contents", "title_text_pair"] = dataclasses.field(
+        default="contents", metadata={"help": "DPR: (title, text) pair"})
+    normalize: bool = dataclasses.field(
+        default=True, metadata={"help": "L2-normalise embeddings (E5, MiniLM); DPR uses raw inner products"})
     query_max_length: int = 64
     passage_max_length: int = 256
     batch_size: int = 64
     dtype: typing.Literal["float32", "bfloat16", "float16"] = "float32"
-    index: str = "Flat"  # FAISS index_factory string: Flat (exact), IVF4096,Flat, HNSW32, ...
-    search_params: dict[str, int] = dataclasses.field(default_factory=dict)  # e.g. nprobe, efSearch
-    encode_block: int = 100_000  # passages encoded and added to the index per block
-    k1: float = 0.9  # BM25 parameters (Pyserini's defaults for Wikipedia passages)
+    index: str = dataclasses.field(
+        default="Flat", metadata={"help": "FAISS index_factory string: Flat (exact), IVF4096,Flat, HNSW32, ..."})
+    search_params: dict[str, int] = dataclasses.field(default_factory=dict, metadata={"help": "e.g. nprobe, efSearch"})
+    encode_block: int = dataclasses.field(
+        default=100_000, metadata={"help": "passages encoded and added to the index per block"})
+    k1: float = dataclasses.field(
+        default=0.9, metadata={"help": "BM25 parameters (Pyserini's defaults for Wikipedia passages)"})
     b: float = 0.4
 
     def __post_init__(self):
@@ -189,11 +221,13 @@ class RetrieverConfig:
 
 @dataclasses.dataclass(frozen=True)
 class RetrievalConfig:
-    topk: int  # passages per question (the paper: 5)
+    topk: int = dataclasses.field(metadata={"help": "passages per question (the paper: 5)"})
     retrievers: dict[str, RetrieverConfig]
-    default: str  # retriever whose top-k feed the traditional-RAG studies (the paper: DPR)
-    agentic: str  # retriever of the Search-R1 study (the paper: E5)
-    evaluate: list[str]  # retrievers run on every open-domain split and reported in Table 8
+    default: str = dataclasses.field(
+        metadata={"help": "retriever whose top-k feed the traditional-RAG studies (the paper: DPR)"})
+    agentic: str = dataclasses.field(metadata={"help": "retriever of the Search-R1 study (the paper: E5)"})
+    evaluate: list[str] = dataclasses.field(
+        metadata={"help": "retrievers run on every open-domain split and reported in Table 8"})
 
     def __post_init__(self):
         for name in [self.default, self.agentic, *self.evaluate]:
@@ -207,10 +241,11 @@ class RetrievalConfig:
 class NoiseConfig:
     """Irrelevant passages added per question for the robustness study (Figure 5)."""
 
-    counts: list[int]  # the paper: 0, 2, 4, 6, 8
+    counts: list[int] = dataclasses.field(metadata={"help": "the paper: 0, 2, 4, 6, 8"})
     position: typing.Literal["append", "prepend", "random"] = "append"
     seed: int = 0
-    datasets: list[str] = dataclasses.field(default_factory=list)  # open-domain datasets to build noisy sets for
+    datasets: list[str] = dataclasses.field(
+        default_factory=list, metadata={"help": "open-domain datasets to build noisy sets for"})
     split: str = "test"
 
 
@@ -225,62 +260,91 @@ class TrainConfig:
     every other value is a choice (docs/decisions.md D37-D43), set per profile. Batch sizes count completions
     (G per prompt): prompts per optimizer step = per_device_batch_size × processes × gradient_accumulation_steps / G."""
 
-    dataset: str  # the data.datasets entry trained on (the paper: NQ)
-    seed: int | None = None  # GRPO's (sampling, data order); None: the profile's, which also seeds the warm-up and data
-    learning_rate: float = 1e-6  # App. A.2
-    beta: float = 0.01  # KL coefficient β (App. A.2), k3 estimator in the loss, reference = initial model
+    dataset: str = dataclasses.field(metadata={"help": "the data.datasets entry trained on (the paper: NQ)"})
+    seed: int | None = dataclasses.field(
+        default=None,
+        metadata={"help": "GRPO's (sampling, data order); None: the profile's, which also seeds the warm-up and data"})
+    learning_rate: float = dataclasses.field(default=1e-6, metadata={"help": "App. A.2"})
+    beta: float = dataclasses.field(
+        default=0.01,
+        metadata={"help": "KL coefficient β (App. A.2), k3 estimator in the loss, reference = initial model"})
     kl_estimator: KLEstimator = dataclasses.field(
         default="k3", metadata={"help": "KL estimator in the loss: TRL's k3, or ARENA's k2 ½(log π_θ − log π_ref)² (D130)"})
-    epsilon: float = 0.2  # PPO clip ε (App. A.2)
-    loss_type: typing.Literal["grpo", "dapo", "bnpo", "dr_grpo"] = "grpo"  # Eq. 8's per-response mean
-    num_generations: int = 8  # G
-    per_device_batch_size: int = 8  # completions per process and micro-batch
+    epsilon: float = dataclasses.field(default=0.2, metadata={"help": "PPO clip ε (App. A.2)"})
+    loss_type: typing.Literal["grpo", "dapo", "bnpo", "dr_grpo"] = dataclasses.field(
+        default="grpo", metadata={"help": "Eq. 8's per-response mean"})
+    num_generations: int = dataclasses.field(default=8, metadata={"help": "G"})
+    per_device_batch_size: int = dataclasses.field(
+        default=8, metadata={"help": "completions per process and micro-batch"})
     gradient_accumulation_steps: int = 1
-    steps_per_generation: int | None = None  # micro-batches per generation batch (None: = accumulation steps)
-    num_iterations: int = 1  # μ, policy updates per generation batch
-    max_completion_length: int = 768  # tokens of the rollout r + e + o_f
-    max_answer_length: int = 32  # tokens of o_r and o_e
-    temperature: float = 1.0  # rollout sampling
+    steps_per_generation: int | None = dataclasses.field(
+        default=None, metadata={"help": "micro-batches per generation batch (None: = accumulation steps)"})
+    num_iterations: int = dataclasses.field(default=1, metadata={"help": "μ, policy updates per generation batch"})
+    max_completion_length: int = dataclasses.field(default=768, metadata={"help": "tokens of the rollout r + e + o_f"})
+    max_answer_length: int = dataclasses.field(default=32, metadata={"help": "tokens of o_r and o_e"})
+    temperature: float = dataclasses.field(default=1.0, metadata={"help": "rollout sampling"})
     top_p: float = 1.0
-    sample_answers: bool = True  # o_r, o_e sampled like the rollout (False: greedy)
-    epochs: float = 1.0  # App. A.2: one epoch
-    max_steps: int = -1  # > 0 stops earlier (the CPU profiles' budget)
-    max_train_questions: int | None = None  # first N training questions (None: all)
-    # drop training questions whose top-k passages hold no golden answer (#3; D26: keep them; D149)
-    require_answer_in_passages: bool = False
+    sample_answers: bool = dataclasses.field(
+        default=True, metadata={"help": "o_r, o_e sampled like the rollout (False: greedy)"})
+    epochs: float = dataclasses.field(default=1.0, metadata={"help": "App. A.2: one epoch"})
+    max_steps: int = dataclasses.field(default=-1, metadata={"help": "> 0 stops earlier (the CPU profiles' budget)"})
+    max_train_questions: int | None = dataclasses.field(
+        default=None, metadata={"help": "first N training questions (None: all)"})
+    require_answer_in_passages: bool = dataclasses.field(
+        default=False,
+        metadata={"help": "drop training questions whose top-k passages hold no golden answer (#3; D26: keep "
+                          "them; D149)"})
     lr_scheduler: str = "constant"
     warmup_steps: int = 0
     weight_decay: float = 0.0
     max_grad_norm: float = 1.0
-    bf16: bool = False  # bf16 autocast (GPU, or CPUs with AMX)
+    bf16: bool = dataclasses.field(default=False, metadata={"help": "bf16 autocast (GPU, or CPUs with AMX)"})
     gradient_checkpointing: bool = False
-    save_steps: int = 100  # checkpoint (and dev evaluation) every N steps, and at the end
-    save_total_limit: int | None = 2  # checkpoints kept (the last and the best always are); >= 2 or None
-    dev_max_questions: int | None = None  # first N dev questions for model selection (None: all)
-    selection_metric: SelectionMetric | None = "f1_evidence"  # None: no dev selection, the last step exported (D192)
-    evaluate_initial: bool = True  # also score the initial policy on dev (reference row, never selected)
+    save_steps: int = dataclasses.field(
+        default=100, metadata={"help": "checkpoint (and dev evaluation) every N steps, and at the end"})
+    save_total_limit: int | None = dataclasses.field(
+        default=2, metadata={"help": "checkpoints kept (the last and the best always are); >= 2 or None"})
+    dev_max_questions: int | None = dataclasses.field(
+        default=None, metadata={"help": "first N dev questions for model selection (None: all)"})
+    selection_metric: SelectionMetric | None = dataclasses.field(
+        default="f1_evidence", metadata={"help": "None: no dev selection, the last step exported (D192)"})
+    evaluate_initial: bool = dataclasses.field(
+        default=True, metadata={"help": "also score the initial policy on dev (reference row, never selected)"})
     score_single_checkpoint: bool = dataclasses.field(default=True, metadata={
         "help": "False: a run whose only checkpoint is its last has no dev pass, nothing to select (D172, D177)"})
-    accelerate_config: str | None = None  # configs/accelerate/*.yaml: launch worker processes through accelerate
+    accelerate_config: str | None = dataclasses.field(
+        default=None, metadata={"help": "configs/accelerate/*.yaml: launch worker processes through accelerate"})
     use_vllm: bool = False
     vllm_mode: typing.Literal["colocate", "server"] = "colocate"
     vllm_gpu_memory_utilization: float = 0.3
     vllm_tensor_parallel_size: int = 1
-    vllm_max_model_length: int | None = None  # must hold prompt + rollout + o_r/o_e answer
-    vllm_server_base_url: str | None = None  # server mode: the `vllm serve` address (None: TRL's 0.0.0.0:8000)
-    # TRL's correction of the vLLM-sampler/trainer mismatch (on in TRL); Eq. 8 has none, so off by default (D139)
-    vllm_importance_sampling_correction: bool = False
-    format_warmup: FormatWarmupConfig | None = None  # SFT that teaches the tags before GRPO (CPU stand-ins; D90)
-    # seeded dev questions on which the notebook checks the starting policy's evidence answer-recall against a
-    # random-sentence extractor (D141); None: no check
-    heldout_questions: int | None = None
-    # the engine that scores the two policies on them (both the same, so the test is paired): dev selection's
-    # transformers, or vLLM (its CPU build 1.8x faster end to end on tiny; D171); options: its make_generator kwargs
-    heldout_backend: typing.Literal["transformers", "vllm"] = "transformers"
+    vllm_max_model_length: int | None = dataclasses.field(
+        default=None, metadata={"help": "must hold prompt + rollout + o_r/o_e answer"})
+    vllm_server_base_url: str | None = dataclasses.field(
+        default=None, metadata={"help": "server mode: the `vllm serve` address (None: TRL's 0.0.0.0:8000)"})
+    vllm_importance_sampling_correction: bool = dataclasses.field(
+        default=False,
+        metadata={"help": "TRL's correction of the vLLM-sampler/trainer mismatch (on in TRL); Eq. 8 has none, so "
+                          "off by default (D139)"})
+    format_warmup: FormatWarmupConfig | None = dataclasses.field(
+        default=None, metadata={"help": "SFT that teaches the tags before GRPO (CPU stand-ins; D90)"})
+    heldout_questions: int | None = dataclasses.field(
+        default=None,
+        metadata={"help": "seeded dev questions on which the notebook checks the starting policy's evidence "
+                          "answer-recall against a random-sentence extractor (D141); None: no check"})
+    heldout_backend: typing.Literal["transformers", "vllm"] = dataclasses.field(
+        default="transformers",
+        metadata={"help": "the engine that scores the two policies on them (both the same, so the test is "
+                          "paired): dev selection's transformers, or vLLM (its CPU build 1.8x faster end to end "
+                          "on tiny; D171); options: its make_generator kwargs"})
     heldout_options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)
-    lora: PolicyLoRAConfig | None = None  # None: full fine-tuning (the paper); else a LoRA policy (CPU profiles; D144)
-    shared_prefill: bool = False  # transformers generation and scoring: a prefix the rows share runs once (D145)
-    attn_implementation: str | None = None  # the policy's; None: transformers' default (sdpa); D146
+    lora: PolicyLoRAConfig | None = dataclasses.field(
+        default=None, metadata={"help": "None: full fine-tuning (the paper); else a LoRA policy (CPU profiles; D144)"})
+    shared_prefill: bool = dataclasses.field(
+        default=False,
+        metadata={"help": "transformers generation and scoring: a prefix the rows share runs once (D145)"})
+    attn_implementation: str | None = dataclasses.field(
+        default=None, metadata={"help": "the policy's; None: transformers' default (sdpa); D146"})
     rollout_model: typing.Literal["policy", "merged_copy"] = dataclasses.field(
         default="policy", metadata={"help": "transformers generation from the policy, or from a plain copy with the "
                                             "adapter merged in, in bf16 under train.bf16, refreshed each step (D162)"})
@@ -313,13 +377,18 @@ class SelectiveContextConfig:
     """SeleCtx (Li et al., 2023): self-information of lexical units under a causal LM, the lowest-scoring
     `reduce_ratio` of the units removed (repro.baselines.selective_context; decisions D59-D61)."""
 
-    model: str  # causal LM whose -log p(token | preceding) scores the units
-    reduce_ratio: float = 0.5  # percentile of unit self-information below which units are removed
-    unit: typing.Literal["token", "phrase", "sentence"] = "phrase"  # the original's default: noun-chunk phrases
-    aggregate: typing.Literal["mean", "sum"] = "mean"  # a unit's score from its tokens' (released code: mean)
-    condition_on: typing.Literal["sentence", "passage"] = "sentence"  # what a token is conditioned on
-    phrase_parser: str | None = None  # spaCy pipeline splitting sentences into phrases (unit: phrase)
-    batch_size: int = 16  # texts per forward pass
+    model: str = dataclasses.field(metadata={"help": "causal LM whose -log p(token | preceding) scores the units"})
+    reduce_ratio: float = dataclasses.field(
+        default=0.5, metadata={"help": "percentile of unit self-information below which units are removed"})
+    unit: typing.Literal["token", "phrase", "sentence"] = dataclasses.field(
+        default="phrase", metadata={"help": "the original's default: noun-chunk phrases"})
+    aggregate: typing.Literal["mean", "sum"] = dataclasses.field(
+        default="mean", metadata={"help": "a unit's score from its tokens' (released code: mean)"})
+    condition_on: typing.Literal["sentence", "passage"] = dataclasses.field(
+        default="sentence", metadata={"help": "what a token is conditioned on"})
+    phrase_parser: str | None = dataclasses.field(
+        default=None, metadata={"help": "spaCy pipeline splitting sentences into phrases (unit: phrase)"})
+    batch_size: int = dataclasses.field(default=16, metadata={"help": "texts per forward pass"})
 
     def __post_init__(self):
         if not 0 <= self.reduce_ratio < 1 or self.batch_size < 1:
@@ -332,12 +401,17 @@ class SelectiveContextConfig:
 class LLMLingua2Config:
     """LLMLingua-2 (Pan et al., 2024) through the llmlingua package (repro.baselines.llmlingua2; D61-D63)."""
 
-    tiktoken: str  # cl100k_base.tiktoken, seeded into tiktoken's cache (llmlingua counts GPT-3.5 tokens)
-    model: str | None = None  # a real LLMLingua-2 checkpoint: method `llmlingua2`
-    standin: str | None = None  # the untrained stand-in where no checkpoint ships: method `llmlingua2_standin`
-    rate: float = 0.33  # share of words kept (llmlingua's `rate`)
+    tiktoken: str = dataclasses.field(
+        metadata={"help": "cl100k_base.tiktoken, seeded into tiktoken's cache (llmlingua counts GPT-3.5 tokens)"})
+    model: str | None = dataclasses.field(
+        default=None, metadata={"help": "a real LLMLingua-2 checkpoint: method `llmlingua2`"})
+    standin: str | None = dataclasses.field(
+        default=None,
+        metadata={"help": "the untrained stand-in where no checkpoint ships: method `llmlingua2_standin`"})
+    rate: float = dataclasses.field(default=0.33, metadata={"help": "share of words kept (llmlingua's `rate`)"})
     force_tokens: list[str] = dataclasses.field(default_factory=lambda: ["\n", "?"])
-    batch_size: int = 50  # llmlingua2 max_batch_size (512-token chunks per forward pass)
+    batch_size: int = dataclasses.field(
+        default=50, metadata={"help": "llmlingua2 max_batch_size (512-token chunks per forward pass)"})
 
     def __post_init__(self):
         if not 0 < self.rate <= 1 or self.batch_size < 1:
@@ -349,9 +423,11 @@ class RecompConfig:
     """RECOMP extractive (Xu et al., 2024): the top-n sentences by dual-encoder score against the query,
     in their original order (repro.baselines.recomp; D61, D64, D65)."""
 
-    model: str  # sentence-transformers directory or hub id (RECOMP's released compressors load as mean pooling)
+    model: str = dataclasses.field(
+        metadata={"help": "sentence-transformers directory or hub id (RECOMP's released compressors load as mean "
+                          "pooling)"})
     top_n: int = 5
-    batch_size: int = 64  # sentences per encoder batch
+    batch_size: int = dataclasses.field(default=64, metadata={"help": "sentences per encoder batch"})
 
     def __post_init__(self):
         if self.top_n < 1 or self.batch_size < 1:
@@ -374,18 +450,20 @@ class LoRASFTConfig:
     trained baselines (FilCo's filter, SEER's extractor)."""
 
     section: typing.ClassVar[str] = "lora"  # the params.yaml section, in error messages
-    lora_rank: int = 8  # App. A.2
+    lora_rank: int = dataclasses.field(default=8, metadata={"help": "App. A.2"})
     lora_alpha: int = 16
     lora_dropout: float = 0.05
     target_modules: list[str] = dataclasses.field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
     learning_rate: float = 2e-4
     epochs: float = 1.0
-    max_steps: int = -1  # > 0 stops earlier (the CPU profiles' budget)
+    max_steps: int = dataclasses.field(default=-1, metadata={"help": "> 0 stops earlier (the CPU profiles' budget)"})
     per_device_batch_size: int = 4
     gradient_accumulation_steps: int = 1
-    max_length: int = 2048  # tokens; longer examples are dropped, never truncated (that would cut the answer)
+    max_length: int = dataclasses.field(
+        default=2048,
+        metadata={"help": "tokens; longer examples are dropped, never truncated (that would cut the answer)"})
     lr_scheduler: str = "linear"
-    warmup_steps: float = 0.0  # < 1: a fraction of the training steps
+    warmup_steps: float = dataclasses.field(default=0.0, metadata={"help": "< 1: a fraction of the training steps"})
     bf16: bool = False
     save_steps: int = 50
     save_total_limit: int | None = 2
@@ -403,7 +481,8 @@ class LaunchedLoRAConfig(LoRASFTConfig):
     """A LoRA run of its own stage, trained in worker processes of `accelerate launch` (repro.train.launch), never in
     the stage's process: with several GPUs visible, one process would be DataParallel, which TRL refuses."""
 
-    accelerate_config: str  # configs/accelerate/*.yaml: the workers' processes and distribution (DDP, CPU)
+    accelerate_config: str = dataclasses.field(
+        metadata={"help": "configs/accelerate/*.yaml: the workers' processes and distribution (DDP, CPU)"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -435,8 +514,10 @@ class FormatWarmupConfig(LoRASFTConfig):
     section: typing.ClassVar[str] = "train.format_warmup"
     targets: WarmupTargets = "format_only"
     answers: WarmupAnswers = "model"
-    split: str = "train"  # of train.dataset
-    max_train_questions: int = 32  # a seeded subset (string_inclusion: of the questions whose passages hold an answer)
+    split: str = dataclasses.field(default="train", metadata={"help": "of train.dataset"})
+    max_train_questions: int = dataclasses.field(
+        default=32,
+        metadata={"help": "a seeded subset (string_inclusion: of the questions whose passages hold an answer)"})
     max_length: int = 1024
 
 
@@ -447,12 +528,14 @@ class QAGeneratorConfig(LaunchedLoRAConfig):
     every other value is ours (docs/decisions.md)."""
 
     section: typing.ClassVar[str] = "qa_generator"
-    datasets: list[str]  # data.datasets entries whose `split` is fine-tuned on
+    datasets: list[str] = dataclasses.field(metadata={"help": "data.datasets entries whose `split` is fine-tuned on"})
     split: str = "train"
     inputs: list[typing.Literal["passages", "question"]] = dataclasses.field(
         default_factory=lambda: ["passages", "question"])  # one Table 11 and/or one Table 12 example per question
-    max_train_questions: int | None = None  # a seeded subset of N questions per dataset (None: all)
-    require_answer_in_passages: bool = False  # keep only questions whose top-k passages hold a golden answer
+    max_train_questions: int | None = dataclasses.field(
+        default=None, metadata={"help": "a seeded subset of N questions per dataset (None: all)"})
+    require_answer_in_passages: bool = dataclasses.field(
+        default=False, metadata={"help": "keep only questions whose top-k passages hold a golden answer"})
 
     def __post_init__(self):
         super().__post_init__()
@@ -466,12 +549,17 @@ class FilCoConfig(LaunchedLoRAConfig):
     String Inclusion or Lexical Overlap, then LoRA SFT of models.extractor as the filter M_ctx (D66-D70)."""
 
     section: typing.ClassVar[str] = "filco"
-    datasets: list[str]  # data.datasets entries whose `split` gives the silver training examples
+    datasets: list[str] = dataclasses.field(
+        metadata={"help": "data.datasets entries whose `split` gives the silver training examples"})
     split: str = "train"
-    criterion: typing.Literal["strinc", "lexical"] = "strinc"  # FilCo's STRINC or LEXICAL oracle (CXMI: D68)
-    lexical_threshold: float = 0.5  # λ: a sentence is kept when its unigram F1 with the answer reaches it
-    max_train_questions: int | None = None  # a seeded subset of N questions per dataset (None: all)
-    require_silver: bool = True  # drop questions whose passages yield an empty silver context (D69)
+    criterion: typing.Literal["strinc", "lexical"] = dataclasses.field(
+        default="strinc", metadata={"help": "FilCo's STRINC or LEXICAL oracle (CXMI: D68)"})
+    lexical_threshold: float = dataclasses.field(
+        default=0.5, metadata={"help": "λ: a sentence is kept when its unigram F1 with the answer reaches it"})
+    max_train_questions: int | None = dataclasses.field(
+        default=None, metadata={"help": "a seeded subset of N questions per dataset (None: all)"})
+    require_silver: bool = dataclasses.field(
+        default=True, metadata={"help": "drop questions whose passages yield an empty silver context (D69)"})
 
     def __post_init__(self):
         super().__post_init__()
@@ -486,23 +574,33 @@ class SEERConfig(LaunchedLoRAConfig):
     aligned with TRL's DPO on a LoRA adapter (D71-D76)."""
 
     section: typing.ClassVar[str] = "seer"
-    datasets: list[str]  # data.datasets entries whose `split` gives the training questions
+    datasets: list[str] = dataclasses.field(
+        metadata={"help": "data.datasets entries whose `split` gives the training questions"})
     split: str = "train"
-    max_train_questions: int | None = None  # a seeded subset of N questions per dataset (None: all)
-    require_answer_in_passages: bool = True  # helpfulness needs an answer the passages can support (D75)
-    num_samples: int = 8  # M candidates sampled per question
-    dedup_threshold: float = 0.9  # a candidate this similar (unigram Jaccard) to a kept one is a duplicate
+    max_train_questions: int | None = dataclasses.field(
+        default=None, metadata={"help": "a seeded subset of N questions per dataset (None: all)"})
+    require_answer_in_passages: bool = dataclasses.field(
+        default=True, metadata={"help": "helpfulness needs an answer the passages can support (D75)"})
+    num_samples: int = dataclasses.field(default=8, metadata={"help": "M candidates sampled per question"})
+    dedup_threshold: float = dataclasses.field(
+        default=0.9, metadata={"help": "a candidate this similar (unigram Jaccard) to a kept one is a duplicate"})
     temperature: float = 1.0
     top_p: float = 1.0
-    max_new_tokens: int = 128  # tokens of a sampled candidate
-    batch_size: int = 4  # prompts per forward batch when sampling and scoring
-    chunk_size: int = 8  # questions per resumable chunk of candidates
-    conciseness: typing.Literal["similarity", "length"] = "similarity"  # D73
-    similarity_model: str = "embedded:all-minilm-l6-v2"  # sentence encoder of the conciseness expert
-    cov_smoothing: float = 0.0  # added to each criterion's coefficient of variation before normalising (D74)
-    min_margin: float = 0.0  # a pair needs chosen score - rejected score > min_margin
-    max_pairs_per_question: int = 1  # the best candidate against the 1..k worst (D76)
-    beta: float = 0.1  # DPO β
+    max_new_tokens: int = dataclasses.field(default=128, metadata={"help": "tokens of a sampled candidate"})
+    batch_size: int = dataclasses.field(
+        default=4, metadata={"help": "prompts per forward batch when sampling and scoring"})
+    chunk_size: int = dataclasses.field(default=8, metadata={"help": "questions per resumable chunk of candidates"})
+    conciseness: typing.Literal["similarity", "length"] = dataclasses.field(
+        default="similarity", metadata={"help": "D73"})
+    similarity_model: str = dataclasses.field(
+        default="embedded:all-minilm-l6-v2", metadata={"help": "sentence encoder of the conciseness expert"})
+    cov_smoothing: float = dataclasses.field(
+        default=0.0, metadata={"help": "added to each criterion's coefficient of variation before normalising (D74)"})
+    min_margin: float = dataclasses.field(
+        default=0.0, metadata={"help": "a pair needs chosen score - rejected score > min_margin"})
+    max_pairs_per_question: int = dataclasses.field(
+        default=1, metadata={"help": "the best candidate against the 1..k worst (D76)"})
+    beta: float = dataclasses.field(default=0.1, metadata={"help": "DPO β"})
 
     def __post_init__(self):
         super().__post_init__()
@@ -520,18 +618,26 @@ class SEERConfig(LaunchedLoRAConfig):
 class EvaluationConfig:
     """Table 2: each method's evidence answered by the QA generator on `split` of each dataset (repro.evaluation)."""
 
-    datasets: list[str]  # Table 2's rows (data.datasets names)
-    methods: list[EvaluationMethod]  # Table 2's columns, in order
+    datasets: list[str] = dataclasses.field(metadata={"help": "Table 2's rows (data.datasets names)"})
+    methods: list[EvaluationMethod] = dataclasses.field(metadata={"help": "Table 2's columns, in order"})
     split: str = "test"
-    max_questions: int | None = None  # a seeded subset of N questions of each set (None: all; CPU budget)
+    max_questions: int | None = dataclasses.field(
+        default=None, metadata={"help": "a seeded subset of N questions of each set (None: all; CPU budget)"})
     backend: typing.Literal["transformers", "vllm"] = "transformers"
-    options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)  # engine kwargs (vLLM: memory, lengths)
-    qa_adapter: bool = True  # answer with the LoRA generator of the qa_generator stage (False: the base model)
-    batch_size: int = 8  # prompts per forward batch (transformers backend)
-    chunk_size: int = 64  # questions per resumable chunk, flushed to the partial file
+    options: dict[str, typing.Any] = dataclasses.field(
+        default_factory=dict, metadata={"help": "engine kwargs (vLLM: memory, lengths)"})
+    qa_adapter: bool = dataclasses.field(
+        default=True,
+        metadata={"help": "answer with the LoRA generator of the qa_generator stage (False: the base model)"})
+    batch_size: int = dataclasses.field(
+        default=8, metadata={"help": "prompts per forward batch (transformers backend)"})
+    chunk_size: int = dataclasses.field(
+        default=64, metadata={"help": "questions per resumable chunk, flushed to the partial file"})
     answer_max_new_tokens: int = 32
-    evidence_max_new_tokens: int = 768  # CoT and extractor outputs (the paper's latency setting)
-    reading_check_questions: int | None = None  # Zero vs Full on N answerable questions per set (None: no check)
+    evidence_max_new_tokens: int = dataclasses.field(
+        default=768, metadata={"help": "CoT and extractor outputs (the paper's latency setting)"})
+    reading_check_questions: int | None = dataclasses.field(
+        default=None, metadata={"help": "Zero vs Full on N answerable questions per set (None: no check)"})
 
     def __post_init__(self):
         if not self.datasets or not self.methods or len(set(self.methods)) != len(self.methods):
@@ -552,7 +658,8 @@ class DistractorConfig:
     datasets: list[str]
     methods: list[EvaluationMethod]
     split: str = "test"
-    max_questions: int | None = None  # a seeded subset of N questions of each set (None: all)
+    max_questions: int | None = dataclasses.field(
+        default=None, metadata={"help": "a seeded subset of N questions of each set (None: all)"})
 
     def __post_init__(self):
         if not self.datasets or not self.methods or len(set(self.methods)) != len(self.methods):
@@ -565,7 +672,8 @@ class NoiseRobustnessConfig:
     decoded and answered with the `evaluation` settings."""
 
     methods: list[EvaluationMethod]
-    max_questions: int | None = None  # a seeded subset of N questions (the same at every noise level)
+    max_questions: int | None = dataclasses.field(
+        default=None, metadata={"help": "a seeded subset of N questions (the same at every noise level)"})
 
     def __post_init__(self):
         if not self.methods or len(set(self.methods)) != len(self.methods):
@@ -581,10 +689,10 @@ class LengthTuningConfig:
     `train`'s dev selection; the stage reports the best pair and leaves `rewards.tau` / `rewards.gamma` to the
     profile (repro.train.length_tuning, D150)."""
 
-    tau: list[float]  # the paper's grid: [0.1, 0.2, 0.5, 1.0]
-    gamma: list[float]  # the paper's grid: [0.1, 0.3, 0.5, 0.8, 1.0]
-    max_steps: int  # optimizer steps per run
-    metric: SelectionMetric | None = None  # None: train.selection_metric
+    tau: list[float] = dataclasses.field(metadata={"help": "the paper's grid: [0.1, 0.2, 0.5, 1.0]"})
+    gamma: list[float] = dataclasses.field(metadata={"help": "the paper's grid: [0.1, 0.3, 0.5, 0.8, 1.0]"})
+    max_steps: int = dataclasses.field(metadata={"help": "optimizer steps per run"})
+    metric: SelectionMetric | None = dataclasses.field(default=None, metadata={"help": "None: train.selection_metric"})
 
     def __post_init__(self):
         if not self.tau or not self.gamma or len(set(self.tau)) != len(self.tau) or len(set(self.gamma)) != len(
@@ -607,7 +715,8 @@ class EvidenceConfig:
     gate_min_contrast: float = 0.05
     seeds: list[int] = dataclasses.field(default_factory=lambda: [0, 1, 2])
     heldout_questions: int = 200
-    max_steps: int | None = None  # GRPO steps per seed (None: train.max_steps)
+    max_steps: int | None = dataclasses.field(
+        default=None, metadata={"help": "GRPO steps per seed (None: train.max_steps)"})
 
     def __post_init__(self):
         if self.gate_questions < 2 or not 0 < self.gate_min_contrast <= 1:
@@ -626,8 +735,10 @@ class AblationConfig:
     subsets: list[tuple[AnswerKey, ...]]
     datasets: list[str]
     split: str = "test"
-    max_steps: int | None = None  # optimizer steps per run (None: train.max_steps)
-    max_questions: int | None = None  # a seeded subset of N test questions of each set (None: all)
+    max_steps: int | None = dataclasses.field(
+        default=None, metadata={"help": "optimizer steps per run (None: train.max_steps)"})
+    max_questions: int | None = dataclasses.field(
+        default=None, metadata={"help": "a seeded subset of N test questions of each set (None: all)"})
 
     def __post_init__(self):
         keys = [frozenset(s) for s in self.subsets]
@@ -642,7 +753,8 @@ class DesignRow:
     replaced (D159)."""
 
     design: RewardDesignName
-    kl_estimator: KLEstimator | None = None  # None: the profile's train.kl_estimator
+    kl_estimator: KLEstimator | None = dataclasses.field(
+        default=None, metadata={"help": "None: the profile's train.kl_estimator"})
 
     @property
     def name(self) -> str:
@@ -680,13 +792,15 @@ class LatencyConfig:
     datasets: list[str]
     methods: list[EvaluationMethod]
     split: str = "test"
-    queries: int = 64  # a seeded subset of N questions, timed in batches of `batch_size`
+    queries: int = dataclasses.field(
+        default=64, metadata={"help": "a seeded subset of N questions, timed in batches of `batch_size`"})
     batch_size: int = 64
     max_new_tokens: int = 768
     warmup_batches: int = 1
-    repetitions: int = 3  # the median is reported
+    repetitions: int = dataclasses.field(default=3, metadata={"help": "the median is reported"})
     backend: typing.Literal["transformers", "vllm"] = "transformers"
-    options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)  # engine kwargs (vLLM: memory, lengths)
+    options: dict[str, typing.Any] = dataclasses.field(
+        default_factory=dict, metadata={"help": "engine kwargs (vLLM: memory, lengths)"})
 
     def __post_init__(self):
         if not self.datasets or not self.methods:
@@ -707,23 +821,40 @@ class AgenticConfig:
     the same agent prompted with Eval-RAR's template. The paper gives the agents, E5 over wiki-18, 4 actions and 500
     sampled items per dataset; the rest follows Search-R1's evaluation settings or is ours (docs/decisions.md)."""
 
-    datasets: list[str]  # data.datasets entries (Table 5's columns); the agent always retrieves from the corpus
+    datasets: list[str] = dataclasses.field(
+        metadata={"help": "data.datasets entries (Table 5's columns); the agent always retrieves from the corpus"})
     conditions: list[AgenticCondition] = dataclasses.field(default_factory=lambda: ["without", "with", "eval_rar"])
-    evaluate_step: typing.Literal["in_turn", "separate"] = "in_turn"  # where eval_rar's <evaluate> is written (D155)
-    split: str = "test"  # the paper's "test or development set" (HotpotQA/2Wiki/MuSiQue map test -> dev)
-    n_items: int | None = 500  # items sampled per dataset with `seed` (None: all)
+    evaluate_step: typing.Literal["in_turn", "separate"] = dataclasses.field(
+        default="in_turn", metadata={"help": "where eval_rar's <evaluate> is written (D155)"})
+    split: str = dataclasses.field(
+        default="test",
+        metadata={"help": "the paper's \"test or development set\" (HotpotQA/2Wiki/MuSiQue map test -> dev)"})
+    n_items: int | None = dataclasses.field(
+        default=500, metadata={"help": "items sampled per dataset with `seed` (None: all)"})
     seed: int = 0
-    max_actions: int = 4  # §4.7; Search-R1's max_turns, followed by one final step without search
-    topk: int = 3  # passages per search: Search-R1's default; the paper does not state it (#39)
-    max_new_tokens: int = 500  # agent tokens per turn (Search-R1's max_response_length)
-    max_obs_tokens: int = 500  # observation tokens kept per turn (Search-R1's max_obs_length)
-    extractor: str | None = None  # null: models.released_extractor if set, else models.extractor; or a checkpoint dir
-    extractor_max_new_tokens: int = 768  # the extractor's reasoning + evidence, stopped at </extract>
+    max_actions: int = dataclasses.field(
+        default=4, metadata={"help": "§4.7; Search-R1's max_turns, followed by one final step without search"})
+    topk: int = dataclasses.field(
+        default=3, metadata={"help": "passages per search: Search-R1's default; the paper does not state it (#39)"})
+    max_new_tokens: int = dataclasses.field(
+        default=500, metadata={"help": "agent tokens per turn (Search-R1's max_response_length)"})
+    max_obs_tokens: int = dataclasses.field(
+        default=500, metadata={"help": "observation tokens kept per turn (Search-R1's max_obs_length)"})
+    extractor: str | None = dataclasses.field(
+        default=None,
+        metadata={"help": "null: models.released_extractor if set, else models.extractor; or a checkpoint dir"})
+    extractor_max_new_tokens: int = dataclasses.field(
+        default=768, metadata={"help": "the extractor's reasoning + evidence, stopped at </extract>"})
     backend: typing.Literal["transformers", "vllm"] = "transformers"
-    batch_size: int = 8  # prompts per forward batch (transformers backend)
-    agent_options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)  # extra make_generator kwargs
-    extractor_options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)  # e.g. vLLM memory share
-    search_url: str | None = None  # a Search-R1-compatible POST /retrieve URL; null: retrieval.agentic in process
+    batch_size: int = dataclasses.field(
+        default=8, metadata={"help": "prompts per forward batch (transformers backend)"})
+    agent_options: dict[str, typing.Any] = dataclasses.field(
+        default_factory=dict, metadata={"help": "extra make_generator kwargs"})
+    extractor_options: dict[str, typing.Any] = dataclasses.field(
+        default_factory=dict, metadata={"help": "e.g. vLLM memory share"})
+    search_url: str | None = dataclasses.field(
+        default=None,
+        metadata={"help": "a Search-R1-compatible POST /retrieve URL; null: retrieval.agentic in process"})
 
     def __post_init__(self):
         positive = ("max_actions", "topk", "max_new_tokens", "max_obs_tokens", "extractor_max_new_tokens", "batch_size")
@@ -753,22 +884,30 @@ class ArTeacherConfig:
     """§2.2's teacher: Table 14 responses for `questions` training questions, the incorrect ones filtered out
     (D77-D79). The paper: DeepSeek-R1 on 1K NQ-train questions, about 620 kept."""
 
-    model: str | None  # the served name (openai), a local dir / hub id / embedded:<name>; None for heuristic
+    model: str | None = dataclasses.field(
+        metadata={"help": "the served name (openai), a local dir / hub id / embedded:<name>; None for heuristic"})
     backend: typing.Literal["transformers", "vllm", "openai", "heuristic"] = "openai"
-    options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)  # make_generator kwargs (base_url, ...)
-    dataset: str = "nq"  # a data.datasets entry
+    options: dict[str, typing.Any] = dataclasses.field(
+        default_factory=dict, metadata={"help": "make_generator kwargs (base_url, ...)"})
+    dataset: str = dataclasses.field(default="nq", metadata={"help": "a data.datasets entry"})
     split: str = "train"
-    questions: int | None = 1000  # a seeded subset (None: all)
-    require_answer_in_passages: bool = False  # draw only questions whose passages hold an answer (has_answer)
-    samples: int = 1  # tries per question; the first correct one is kept (D78)
+    questions: int | None = dataclasses.field(default=1000, metadata={"help": "a seeded subset (None: all)"})
+    require_answer_in_passages: bool = dataclasses.field(
+        default=False, metadata={"help": "draw only questions whose passages hold an answer (has_answer)"})
+    samples: int = dataclasses.field(
+        default=1, metadata={"help": "tries per question; the first correct one is kept (D78)"})
     do_sample: bool = True
     temperature: float = 0.6
     top_p: float = 0.95
     max_new_tokens: int = 8192
-    scaffold: list[int] | None = None  # tokens of the reason, extract, answer parts when the tags are prefilled (D78)
-    batch_size: int = 8  # prompts per forward batch (transformers backend)
-    chunk_size: int = 64  # questions per resumable chunk
-    correct_if: typing.Literal["answer_recall", "em"] = "answer_recall"  # D77
+    scaffold: list[int] | None = dataclasses.field(
+        default=None,
+        metadata={"help": "tokens of the reason, extract, answer parts when the tags are prefilled (D78)"})
+    batch_size: int = dataclasses.field(
+        default=8, metadata={"help": "prompts per forward batch (transformers backend)"})
+    chunk_size: int = dataclasses.field(default=64, metadata={"help": "questions per resumable chunk"})
+    correct_if: typing.Literal["answer_recall", "em"] = dataclasses.field(
+        default="answer_recall", metadata={"help": "D77"})
 
     def __post_init__(self):
         if self.backend != "heuristic" and not self.model:
@@ -789,19 +928,26 @@ class ArRecallConfig:
     """§2.2's test: answer recall of each variant's evidence (and rationale) on an in-distribution and an
     out-of-distribution set, without the questions whose passages lack the answer, evidence capped (D80-D82)."""
 
-    in_distribution: str  # data.datasets entry in Table 1's NQ row
-    out_of_distribution: str  # data.datasets entry in Table 1's HotpotQA row
-    split: str = "test"  # HotpotQA: test -> dev through data.datasets splits
-    exclusion: typing.Literal["answer_recall", "has_answer"] = "answer_recall"  # D80
-    exclude_yes_no: bool = True  # yes/no answers are no spans: "no" is a substring of "not" (D80)
-    max_questions: int | None = None  # a seeded subset of the kept questions of each set (None: all)
-    max_new_tokens: int = 1024  # rationale + evidence of one response
-    prefill_first_tag: bool = True  # open the assistant turn with the variant's first tag (D86)
-    evidence_cap: int = 100  # §2.2: "the maximum length of the extracted evidence is set to 100" (D81)
+    in_distribution: str = dataclasses.field(metadata={"help": "data.datasets entry in Table 1's NQ row"})
+    out_of_distribution: str = dataclasses.field(metadata={"help": "data.datasets entry in Table 1's HotpotQA row"})
+    split: str = dataclasses.field(
+        default="test", metadata={"help": "HotpotQA: test -> dev through data.datasets splits"})
+    exclusion: typing.Literal["answer_recall", "has_answer"] = dataclasses.field(
+        default="answer_recall", metadata={"help": "D80"})
+    exclude_yes_no: bool = dataclasses.field(
+        default=True, metadata={"help": "yes/no answers are no spans: \"no\" is a substring of \"not\" (D80)"})
+    max_questions: int | None = dataclasses.field(
+        default=None, metadata={"help": "a seeded subset of the kept questions of each set (None: all)"})
+    max_new_tokens: int = dataclasses.field(default=1024, metadata={"help": "rationale + evidence of one response"})
+    prefill_first_tag: bool = dataclasses.field(
+        default=True, metadata={"help": "open the assistant turn with the variant's first tag (D86)"})
+    evidence_cap: int = dataclasses.field(
+        default=100, metadata={"help": "§2.2: \"the maximum length of the extracted evidence is set to 100\" (D81)"})
     cap_unit: typing.Literal["tokens", "words"] = "tokens"
-    cap_rationale: bool = False  # D82
+    cap_rationale: bool = dataclasses.field(default=False, metadata={"help": "D82"})
     backend: typing.Literal["transformers", "vllm"] = "transformers"
-    options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)  # make_generator kwargs (dtype: models')
+    options: dict[str, typing.Any] = dataclasses.field(
+        default_factory=dict, metadata={"help": "make_generator kwargs (dtype: models')"})
     batch_size: int = 8
     chunk_size: int = 64
 
@@ -819,7 +965,8 @@ class ArStudyConfig:
     variants of `student` (rational: <reason>+<extract> targets; vanilla: <extract> only), answer recall."""
 
     teacher: ArTeacherConfig
-    student: str  # the base model both variants fine-tune (the paper: Qwen2.5-1.5B-Instruct)
+    student: str = dataclasses.field(
+        metadata={"help": "the base model both variants fine-tune (the paper: Qwen2.5-1.5B-Instruct)"})
     sft: ArSFTConfig
     evaluation: ArRecallConfig
 
@@ -829,9 +976,14 @@ class FetchConfig:
     """External assets that `python -m repro.remote fetch --profile P` downloads (repro.remote, D115-D118):
     each hub repo at the commit the lock file records, resolved from its main branch when it enters the lock."""
 
-    lock: str = "fetch.lock.yaml"  # the committed lock file: repo -> commit, each file's size and sha256
-    hub: str | None = None  # None: the Hugging Face hub; or a directory laid out like it (a mirror; --from overrides)
-    prebuilt_index: str | None = None  # retriever whose index is Search-R1's e5 Flat index (part_aa + part_ab)
+    lock: str = dataclasses.field(
+        default="fetch.lock.yaml",
+        metadata={"help": "the committed lock file: repo -> commit, each file's size and sha256"})
+    hub: str | None = dataclasses.field(
+        default=None,
+        metadata={"help": "None: the Hugging Face hub; or a directory laid out like it (a mirror; --from overrides)"})
+    prebuilt_index: str | None = dataclasses.field(
+        default=None, metadata={"help": "retriever whose index is Search-R1's e5 Flat index (part_aa + part_ab)"})
 
 
 # The top-level `eviomni` key of params.yaml: which EviOmni extractor the evaluation stages read, named by the
@@ -874,28 +1026,48 @@ class Profile:
     description: str
     seed: int
     models: ModelsConfig
-    rewards: RewardsConfig = dataclasses.field(default_factory=RewardsConfig)  # defaults = the paper + D16
-    data: DataConfig | None = None  # None only in minimal test profiles; the data stage requires it
+    rewards: RewardsConfig = dataclasses.field(
+        default_factory=RewardsConfig, metadata={"help": "defaults = the paper + D16"})
+    data: DataConfig | None = dataclasses.field(
+        default=None, metadata={"help": "None only in minimal test profiles; the data stage requires it"})
     retrieval: RetrievalConfig | None = None
     noise: NoiseConfig | None = None
-    train: TrainConfig | None = None  # GRPO training of the extractor (repro.train)
-    qa_generator: QAGeneratorConfig | None = None  # LoRA QA generator (repro.train.sft)
-    filco: FilCoConfig | None = None  # FilCo's trained filter (repro.baselines.filco)
-    seer: SEERConfig | None = None  # SEER's self-aligned extractor (repro.baselines.seer)
-    evaluation: EvaluationConfig | None = None  # Table 2 (repro.evaluation)
-    released_check: ReleasedCheckConfig | None = None  # before the released checkpoints are used
-    latency: LatencyConfig | None = None  # Table 4 (repro.evaluation.latency)
-    ablation: AblationConfig | None = None  # Table 3 (repro.evaluation.ablation; None: not run, "not requested")
-    reward_designs: RewardDesignsConfig | None = None  # issue #18 (repro.evaluation.reward_designs; None: not run)
-    length_tuning: LengthTuningConfig | None = None  # τ, γ on a dev grid (repro.train.length_tuning; None: not run)
-    evidence: EvidenceConfig | None = None  # issue #31's experiment (repro.train.evidence_gate; None: not run)
-    distractor: DistractorConfig | None = None  # Tables 9-10 (repro.evaluation.study)
-    noise_robustness: NoiseRobustnessConfig | None = None  # Figure 5 (repro.evaluation.study)
-    baselines: BaselinesConfig | None = None  # Table 2's VAR baselines (repro.baselines)
-    agentic: AgenticConfig | None = None  # Tables 5-6 (repro.agentic)
-    ar_study: ArStudyConfig | None = None  # Table 1, Figure 2 (repro.ar_study)
-    fetch: FetchConfig | None = None  # hub assets at locked commits (repro.remote; paper profiles)
-    eviomni: str = TRAINED_EVIOMNI  # params.yaml's top-level `eviomni` (set by load_profile, not per profile)
+    train: TrainConfig | None = dataclasses.field(
+        default=None, metadata={"help": "GRPO training of the extractor (repro.train)"})
+    qa_generator: QAGeneratorConfig | None = dataclasses.field(
+        default=None, metadata={"help": "LoRA QA generator (repro.train.sft)"})
+    filco: FilCoConfig | None = dataclasses.field(
+        default=None, metadata={"help": "FilCo's trained filter (repro.baselines.filco)"})
+    seer: SEERConfig | None = dataclasses.field(
+        default=None, metadata={"help": "SEER's self-aligned extractor (repro.baselines.seer)"})
+    evaluation: EvaluationConfig | None = dataclasses.field(
+        default=None, metadata={"help": "Table 2 (repro.evaluation)"})
+    released_check: ReleasedCheckConfig | None = dataclasses.field(
+        default=None, metadata={"help": "before the released checkpoints are used"})
+    latency: LatencyConfig | None = dataclasses.field(
+        default=None, metadata={"help": "Table 4 (repro.evaluation.latency)"})
+    ablation: AblationConfig | None = dataclasses.field(
+        default=None, metadata={"help": "Table 3 (repro.evaluation.ablation; None: not run, \"not requested\")"})
+    reward_designs: RewardDesignsConfig | None = dataclasses.field(
+        default=None, metadata={"help": "issue #18 (repro.evaluation.reward_designs; None: not run)"})
+    length_tuning: LengthTuningConfig | None = dataclasses.field(
+        default=None, metadata={"help": "τ, γ on a dev grid (repro.train.length_tuning; None: not run)"})
+    evidence: EvidenceConfig | None = dataclasses.field(
+        default=None, metadata={"help": "issue #31's experiment (repro.train.evidence_gate; None: not run)"})
+    distractor: DistractorConfig | None = dataclasses.field(
+        default=None, metadata={"help": "Tables 9-10 (repro.evaluation.study)"})
+    noise_robustness: NoiseRobustnessConfig | None = dataclasses.field(
+        default=None, metadata={"help": "Figure 5 (repro.evaluation.study)"})
+    baselines: BaselinesConfig | None = dataclasses.field(
+        default=None, metadata={"help": "Table 2's VAR baselines (repro.baselines)"})
+    agentic: AgenticConfig | None = dataclasses.field(default=None, metadata={"help": "Tables 5-6 (repro.agentic)"})
+    ar_study: ArStudyConfig | None = dataclasses.field(
+        default=None, metadata={"help": "Table 1, Figure 2 (repro.ar_study)"})
+    fetch: FetchConfig | None = dataclasses.field(
+        default=None, metadata={"help": "hub assets at locked commits (repro.remote; paper profiles)"})
+    eviomni: str = dataclasses.field(
+        default=TRAINED_EVIOMNI,
+        metadata={"help": "params.yaml's top-level `eviomni` (set by load_profile, not per profile)"})
 
 
 def is_main_run(cfg: Profile, answer_subset: typing.Sequence[str]) -> bool:
@@ -998,10 +1170,19 @@ def _build(cls: type, data: Any, where: str) -> Any:
     kwargs = {}
     for name, f in fields.items():
         if name in data:
-            kwargs[name] = _check_value(data[name], hints[name], f"{where}.{name}")
+            try:
+                kwargs[name] = _check_value(data[name], hints[name], f"{where}.{name}")
+            except ConfigError as err:  # the field's own error gets its help; a nested field's has its own
+                raise ConfigError(f"{err}{field_help(f)}" if str(err).startswith(f"{where}.{name}:") else str(err)) \
+                    from None
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
-            raise ConfigError(f"{where}: missing required key '{name}'")
+            raise ConfigError(f"{where}: missing required key '{name}'{field_help(f)}")
     return cls(**kwargs)
+
+
+def field_help(f: dataclasses.Field) -> str:
+    """" (<the field's help>)" for an error message, or "" for a field without one."""
+    return f" ({f.metadata['help']})" if "help" in f.metadata else ""
 
 
 def _check_unique_keys(node: yaml.Node, where: str, path: str = "") -> None:
