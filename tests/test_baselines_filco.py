@@ -13,7 +13,7 @@ from repro.baselines.filco import (
     filter_adapter,
     filter_examples,
     lexical_overlap,
-    passage_sentences,
+    filco_sentences,
     silver_context,
     string_inclusion,
 )
@@ -36,7 +36,7 @@ NO_ANSWER = {"id": "q2", "question": "Who built Tower Bridge?", "golden_answers"
 
 
 def test_passages_are_split_into_sentences_without_their_titles():
-    assert passage_sentences(ROW) == ["The Eiffel Tower is a landmark.", "It stands in paris, France.",
+    assert filco_sentences(ROW) == ["The Eiffel Tower is a landmark.", "It stands in paris, France.",
                                       "It was built in 1889.", "Tower Bridge is in London.",
                                       "Paris is called the City of Light."]
 

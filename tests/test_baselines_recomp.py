@@ -4,7 +4,7 @@ import pytest
 from sentence_transformers import util
 
 from repro import assets
-from repro.baselines.recomp import RecompExtractive, load_encoder, passage_sentences, top_sentences
+from repro.baselines.recomp import RecompExtractive, load_encoder, recomp_sentences, top_sentences
 from repro.config import RecompConfig
 
 ROW = {"id": "a", "question": "Which river flows through Lyon?", "golden_answers": ["Rhone"], "passages": [
@@ -30,7 +30,7 @@ def test_top_sentences_are_the_highest_scores_in_original_order():
 
 
 def test_sentences_come_from_the_passage_texts_not_titles():
-    assert passage_sentences(ROW) == [
+    assert recomp_sentences(ROW) == [
         "Brie is a soft cheese.", "It is named after the French region Brie.", "Lyon is a city in France.",
         "The Rhone river flows through Lyon.", "Lyon is known for its cuisine.",
         "Football is played by two teams of eleven players."]
@@ -40,7 +40,7 @@ def test_sentences_come_from_the_passage_texts_not_titles():
 def test_recomp_keeps_the_top_scored_sentences_in_original_order(encoder, top_n):
     refiner = RecompExtractive(encoder, "minilm", RecompConfig(model="minilm", top_n=top_n))
     (refinement,) = refiner.refine([ROW])
-    sentences = passage_sentences(ROW)
+    sentences = recomp_sentences(ROW)
     scores = util.cos_sim(encoder.encode(ROW["question"]), encoder.encode(sentences))[0].tolist()  # normalised
     kept = sorted(sorted(range(len(sentences)), key=lambda i: -scores[i])[:top_n])
     assert refinement.evidence == " ".join(sentences[i] for i in kept)

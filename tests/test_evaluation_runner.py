@@ -12,7 +12,7 @@ from repro.evaluation.answering import Answerer, read_prediction
 from repro.evaluation.records import read_records
 from repro.evaluation.refiners import ClosedBook, FullPassages
 from repro.evaluation.runner import evaluate
-from repro.evaluation.study import answerable_rows, run_reading_check
+from repro.evaluation.study import sample_answerable, run_reading_check
 from repro.generation import GenerationParams
 from repro.generation.transformers_backend import TransformersGenerator
 from repro.io import write_jsonl
@@ -136,4 +136,4 @@ def test_the_reading_check_runs_zero_and_full_on_answerable_questions_only(tiny_
     assert [r["id"] for r in records["zero"]] == [r["id"] for r in records["full"]]
     assert len(records["full"]) == 2 and all(r["answer_in_passages"] for r in records["full"])
     assert records["zero"][0]["evidence_tokens"] is None and records["full"][0]["evidence_tokens"] > 0
-    assert answerable_rows(ROWS, None, seed=0) == ROWS[::2]
+    assert sample_answerable(ROWS, None, seed=0) == ROWS[::2]

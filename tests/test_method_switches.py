@@ -23,9 +23,9 @@ from repro.evaluation.tables import summarize, summarize_files, untagged_evidenc
 from repro.generation import GenerationParams, Generator
 from repro.io import write_jsonl
 from repro.train import length_tuning
-from repro.train.data import answerable_rows, training_rows
+from repro.train.data import trainable_rows, training_rows
 from repro.train.recall_check import recall_items
-from repro.train.reward import EviOmniReward, score_rollout
+from repro.train.rollout_reward import DesignReward, score_rollout
 from repro.train.rollout import answer_contexts, parse_rollout
 from repro.train.logs import TrainRun
 from repro.train.run import _export_selected, selected_step
@@ -107,7 +107,7 @@ def test_the_switch_sets_r_fmt_in_the_training_reward_and_its_log(tokenizer):
     assert (a.f1, a.len_reason, a.len_extract) == (b.f1, b.len_reason, b.len_extract)
     for cfg, expected in ((strict, 0.0), (lenient, 1.0)):
         logged = {}
-        EviOmniReward(dataclasses.replace(cfg, design="eval_rar"), tokenizer)(
+        DesignReward(dataclasses.replace(cfg, design="eval_rar"), tokenizer)(
             [preamble], golden_answers=[["Gustave Eiffel"]], passages_length=[200], o_r=[None], o_e=[None],
             log_metric=logged.__setitem__)
         assert logged["eviomni/reward_format"] == expected  # also logged under a neighbour's design
@@ -174,9 +174,9 @@ ROWS = [contexts_row(0, "Vell was founded by Anna Berg."), contexts_row(1, "Vell
 
 
 def test_questions_without_an_answer_in_their_passages_are_dropped_only_when_asked():
-    kept, record = answerable_rows(ROWS, False)
+    kept, record = trainable_rows(ROWS, False)
     assert kept == ROWS and record == {"require_answer_in_passages": False, "questions": 4, "dropped": 0}
-    kept, record = answerable_rows(ROWS, True)
+    kept, record = trainable_rows(ROWS, True)
     assert [r["id"] for r in kept] == ["q0", "q3"]  # q2's answer is only in a title, which does not count (D33)
     assert record == {"require_answer_in_passages": True, "questions": 4, "dropped": 2}
 
@@ -367,7 +367,7 @@ def test_two_real_one_step_runs_of_the_ci_model(tmp_path, tiny_llama_dir, tokeni
     train = dataclasses.replace(cfg.train, format_warmup=None, save_steps=1)
     cfg = dataclasses.replace(cfg, models=dataclasses.replace(cfg.models, extractor=str(tiny_llama_dir)), train=train,
                               length_tuning=LengthTuningConfig(tau=[0.1, 1.0], gamma=[0.5], max_steps=1))
-    rows, record = answerable_rows(ROWS * 2, False)
+    rows, record = trainable_rows(ROWS * 2, False)
     rows = extraction_rows([{**r, "id": f"{r['id']}-{i}"} for i, r in enumerate(rows)], tokenizer, "tokens")
 
     def train_pair(point_cfg, root):

@@ -27,7 +27,7 @@ from repro.train.logs import StepLog, read_log, train_log_row
 from repro.train.figures import plot_training_dynamics, rolling_band
 from repro.train.heldout import compare_policies, heldout_rows
 from repro.train.recall_check import compare_recall, recall_items
-from repro.train.reward import EviOmniReward, score_rollout
+from repro.train.rollout_reward import DesignReward, score_rollout
 from repro.train.rollout import answer_contexts, masked_targets, parse_rollout
 from repro.train.logs import TrainRun
 from repro.train.run import _prepare_run_dir, grpo_args
@@ -114,7 +114,7 @@ def test_reward_is_eq5_of_the_three_answers(tokenizer):
 
 def test_reward_function_of_a_subset_ignores_answers_it_did_not_generate(tokenizer):
     logged = {}
-    reward = EviOmniReward(RewardsConfig(answer_subset=("full",)), tokenizer)
+    reward = DesignReward(RewardsConfig(answer_subset=("full",)), tokenizer)
     completions = [[{"role": "assistant", "content": ROLLOUT}], [{"role": "assistant", "content": "no tags"}]]
     values = reward(completions, golden_answers=[["Gustave Eiffel"]] * 2, passages_length=[200, 200],
                     o_r=[None, None], o_e=[None, None], log_metric=logged.__setitem__)
@@ -331,19 +331,19 @@ def test_switching_rewards_design_changes_the_training_reward(tokenizer):
         cfg = RewardsConfig(answer_subset=("full",), design=design)
         nli = (lambda p, h: [0.5] * len(p)) if design == "evinote" else None
         logged = {}
-        values[design] = EviOmniReward(cfg, tokenizer, nli)(completions, log_metric=logged.__setitem__, **columns)
+        values[design] = DesignReward(cfg, tokenizer, nli)(completions, log_metric=logged.__setitem__, **columns)
         assert logged[f"eviomni/reward_{design}"] == pytest.approx(np.mean(values[design]))
     # rollout 1: EM 1 (the relevance prefix breaks EviOmni's strict format); rollout 2: wrong answer, evidence holds gold
     assert values["eval_rar"] == [1.0, pytest.approx(0.1)]
     assert values["arena"] == [1 + 1 + 1 + 10, 0 + 0 + 0]
     assert values["evinote"] == [0.0, 0.0]  # paper reading: format ✗ / no note markers
-    eviomni = EviOmniReward(RewardsConfig(answer_subset=("full",)), tokenizer)(completions, **columns)
+    eviomni = DesignReward(RewardsConfig(answer_subset=("full",)), tokenizer)(completions, **columns)
     assert eviomni != values["eval_rar"]
 
 
 def test_designs_that_need_nli_refuse_to_run_without_a_scorer(tokenizer):
     with pytest.raises(ValueError, match="needs an NLI scorer"):
-        EviOmniReward(RewardsConfig(design="evinote"), tokenizer)
+        DesignReward(RewardsConfig(design="evinote"), tokenizer)
 
 
 def test_training_rows_carry_arenas_gold_passages(tokenizer):

@@ -41,7 +41,7 @@ def adapter_dir(profile: str, variant: str) -> Path:
     return run_dir(profile, variant) / "adapter"
 
 
-def predictions_path(profile: str, dataset: str, variant: str) -> Path:
+def recall_records_path(profile: str, dataset: str, variant: str) -> Path:
     return study_dir(profile) / "predictions" / dataset / f"{_checked(variant)}.jsonl"
 
 

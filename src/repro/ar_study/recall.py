@@ -25,7 +25,7 @@ import re
 import pandas as pd
 from transformers import AutoTokenizer
 
-from repro.ar_study.paths import VARIANTS, adapter_dir, predictions_path
+from repro.ar_study.paths import VARIANTS, adapter_dir, recall_records_path
 from repro.ar_study.teacher import extraction_messages
 from repro.assets import resolve
 from repro.config import ArRecallConfig, Profile
@@ -172,7 +172,7 @@ def run_recall(cfg: Profile, progress: bool = True) -> pd.DataFrame:
             extractor = VariantExtractor(variant, lambda adapter=adapter: pool.get(student, adapter)[0], model_id,
                                          tokenizer, ev)
             for dataset, spec in sets.items():
-                path = predictions_path(cfg.name, dataset, variant)
+                path = recall_records_path(cfg.name, dataset, variant)
                 config = {"rows": fingerprint(spec["rows"]), "extractor": extractor.config(), "options": options,
                           "tokenizer": cfg.ar_study.student, "cap": [ev.evidence_cap, ev.cap_unit, ev.cap_rationale]}
 

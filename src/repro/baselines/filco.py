@@ -58,8 +58,9 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCES.tokenize(text) if s.strip()]
 
 
-def passage_sentences(row: dict) -> list[str]:
-    """The sentences of every top-k passage text of a contexts row (title line excluded), in retrieval order."""
+def filco_sentences(row: dict) -> list[str]:
+    """The sentences of every top-k passage text of a contexts row (title line excluded), in retrieval order, split
+    by NLTK's Punkt as FilCo's code splits them (D66)."""
     return [s for passage in row["passages"] for s in split_sentences(passage_title_and_text(passage)[1])]
 
 
@@ -77,9 +78,9 @@ def silver_context(row: dict, criterion: str = "strinc", threshold: float = 0.5)
     """The silver filtered context of a contexts row: the sentences passing `criterion`, in order, space-joined."""
     answers = row["golden_answers"]
     if criterion == "strinc":
-        keep = [s for s in passage_sentences(row) if string_inclusion(s, answers)]
+        keep = [s for s in filco_sentences(row) if string_inclusion(s, answers)]
     elif criterion == "lexical":
-        keep = [s for s in passage_sentences(row) if lexical_overlap(s, answers) >= threshold]
+        keep = [s for s in filco_sentences(row) if lexical_overlap(s, answers) >= threshold]
     else:
         raise ValueError(f"unknown FilCo criterion {criterion!r}; expected 'strinc' or 'lexical'")
     return " ".join(keep)

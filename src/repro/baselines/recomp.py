@@ -29,8 +29,9 @@ from repro.generation.pool import ModelPool
 from repro.io import model_fingerprint
 
 
-def passage_sentences(row: dict) -> list[str]:
-    """The sentences of a row's passages, in passage order then text order (titles are not sentences)."""
+def recomp_sentences(row: dict) -> list[str]:
+    """The sentences of a row's passages, in passage order then text order (titles are not sentences), split as
+    FlashRAG's RECOMP refiner splits them (`repro.baselines.sentences`; D61)."""
     return [s for passage in row["passages"] for s in split_sentences(split_contents(passage["contents"])[1])]
 
 
@@ -48,7 +49,7 @@ class RecompExtractive(Refiner):
 
     def sentence_scores(self, rows: Sequence[dict]) -> list[tuple[list[str], list[float]]]:
         """Per row: its sentences and their inner products with the question embedding."""
-        sentences = [passage_sentences(row) for row in rows]
+        sentences = [recomp_sentences(row) for row in rows]
         encode = dict(batch_size=self.settings.batch_size, convert_to_tensor=True, show_progress_bar=False)
         queries = self.encoder.encode([row["question"] for row in rows], **encode)
         flat = [s for row_sentences in sentences for s in row_sentences]

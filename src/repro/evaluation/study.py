@@ -140,7 +140,7 @@ def run_noise_robustness(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     return pd.DataFrame(files)
 
 
-def answerable_rows(rows: list[dict], max_questions: int | None, seed: int) -> list[dict]:
+def sample_answerable(rows: list[dict], max_questions: int | None, seed: int) -> list[dict]:
     """A seeded subset of the rows whose passages hold a golden answer (`answer_in_passages`)."""
     return sample_rows([row for row in rows if answer_in_passages(row)], max_questions, seed)
 
@@ -153,7 +153,7 @@ def run_reading_check(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     if ev is None or ev.reading_check_questions is None:
         raise ValueError(f"profile {cfg.name} sets no evaluation.reading_check_questions")
     sets = {dataset: rows for dataset in ev.datasets
-            if (rows := answerable_rows(read_contexts(layout.contexts_path(cfg, dataset, ev.split)),
+            if (rows := sample_answerable(read_contexts(layout.contexts_path(cfg, dataset, ev.split)),
                                         ev.reading_check_questions, cfg.seed))}
     return run_study(cfg, with_evaluation_settings(cfg, methods=list(READING_CHECK_METHODS)), READING_CHECK,
                      progress, sets)

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from transformers import TrainerCallback
 
 from repro.train.logs import StepLog, train_log_row
-from repro.train.reward import mean_summary
+from repro.train.rollout_reward import mean_summary
 
 
 class TrainLogCallback(TrainerCallback):

@@ -55,7 +55,7 @@ def split_rows(cfg: Profile, split: str, tokenizer, limit: int | None = None) ->
                            cfg.rewards.length_unit, limit)
 
 
-def answerable_rows(contexts: Sequence[dict], require_answer_in_passages: bool) -> tuple[list[dict], dict]:
+def trainable_rows(contexts: Sequence[dict], require_answer_in_passages: bool) -> tuple[list[dict], dict]:
     """The contexts rows GRPO may train on and what to record about them: every row, or with
     `require_answer_in_passages` only those whose top-k passages hold a golden answer (D149)."""
     kept = [row for row in contexts if answer_in_passages(row)] if require_answer_in_passages else list(contexts)
@@ -65,7 +65,7 @@ def answerable_rows(contexts: Sequence[dict], require_answer_in_passages: bool) 
 
 def training_rows(cfg: Profile, tokenizer) -> tuple[list[dict], dict]:
     """The training rows of the profile (train split, filtered by `train.require_answer_in_passages`, then the first
-    `train.max_train_questions`) and the record of `answerable_rows`, which the run keeps in run_config.json."""
+    `train.max_train_questions`) and the record of `trainable_rows`, which the run keeps in run_config.json."""
     contexts = read_contexts(layout.contexts_path(cfg, cfg.train.dataset, "train"))
-    kept, record = answerable_rows(contexts, cfg.train.require_answer_in_passages)
+    kept, record = trainable_rows(contexts, cfg.train.require_answer_in_passages)
     return extraction_rows(kept, tokenizer, cfg.rewards.length_unit, cfg.train.max_train_questions), record

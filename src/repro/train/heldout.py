@@ -31,7 +31,7 @@ from repro.data.qa import read_contexts
 from repro.data.splits import sample_rows
 from repro.generation import GenerationParams, make_generator
 from repro.train.data import extraction_row
-from repro.train.reward import score_rollout
+from repro.train.rollout_reward import score_rollout
 from repro.train.rollout import MASKED_TARGETS, answer_contexts, parse_rollout
 
 BATCH_SIZE = 16  # transformers' prompts per batch; on a 2-core CPU, 64 at once decoded 0.79x as fast (bench_generation)

@@ -49,7 +49,7 @@ from repro.train.data import split_rows, training_rows
 from repro.train.launch import PARAMS, launch, launch_dir
 from repro.train.logs import TrainRun
 from repro.train.lora_policy import merged_model, peft_config
-from repro.train.reward import EviOmniReward
+from repro.train.rollout_reward import DesignReward
 from repro.train.trainer import EviOmniTrainer
 from repro.train.warmup import starting_policy
 
@@ -187,7 +187,7 @@ def build_trainer(cfg: Profile, run: TrainRun, train_rows: Sequence[dict], dev_r
               "processes": args.world_size, "train_questions": train_questions}
     _prepare_run_dir(run, config, args.process_index == 0)
     trainer = EviOmniTrainer(
-        model=model_path, reward_funcs=[EviOmniReward(rewards_cfg, tokenizer, nli_scorer(cfg, rewards_cfg))],
+        model=model_path, reward_funcs=[DesignReward(rewards_cfg, tokenizer, nli_scorer(cfg, rewards_cfg))],
         args=args, train_dataset=Dataset.from_list(list(train_rows)), processing_class=tokenizer,
         rewards_config=rewards_cfg, max_answer_length=train.max_answer_length, sample_answers=train.sample_answers,
         kl_estimator=train.kl_estimator, shared_prefill=train.shared_prefill, rollout_model=train.rollout_model,

@@ -46,7 +46,7 @@ from repro.config import RewardsConfig
 from repro.registry import REWARD_DESIGNS
 from repro.train.fused_head import compact_fused_lm_head_on_cpu
 from repro.train.lora_policy import merged_adapter
-from repro.train.reward import EviOmniReward, RolloutScore, score_rollout
+from repro.train.rollout_reward import DesignReward, RolloutScore, score_rollout
 from repro.train.rollout import MASKED_TARGETS, answer_contexts, completion_text, masked_targets, parse_rollout
 from repro.train.rollout_copy import MergedCopy
 from repro.train.shared_prefill import generate_sharing_prefixes, score_sharing_prefixes, supports
@@ -96,7 +96,7 @@ def std_clipped_advantages(rewards_: torch.Tensor, group_size: int, eps_std: flo
 
 
 class EviOmniTrainer(GRPOTrainer):
-    """GRPOTrainer for the EviOmni extractor. `reward_funcs` must be one `EviOmniReward`; the train
+    """GRPOTrainer for the EviOmni extractor. `reward_funcs` must be one `DesignReward`; the train
     dataset holds the columns `prompt`, `question`, `passages`, `golden_answers`, `passages_length`
     (see repro.train.data)."""
 
@@ -112,8 +112,8 @@ class EviOmniTrainer(GRPOTrainer):
             raise ValueError(f"train.kl_estimator={kl_estimator!r} supports the loss types {list(KL_LOSS_TYPES)}")
         self.kl_estimator = kl_estimator
         self._captured_logps: list[torch.Tensor] | None = None
-        if len(self.reward_funcs) != 1 or not isinstance(self.reward_funcs[0], EviOmniReward):
-            raise TypeError(f"EviOmniTrainer scores with one EviOmniReward, got {self.reward_funcs}")
+        if len(self.reward_funcs) != 1 or not isinstance(self.reward_funcs[0], DesignReward):
+            raise TypeError(f"EviOmniTrainer scores with one DesignReward, got {self.reward_funcs}")
         self.rewards_config = rewards_config
         self.max_answer_length = max_answer_length
         self.sample_answers = sample_answers

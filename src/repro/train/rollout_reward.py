@@ -73,7 +73,7 @@ def mean_summary(scores: Sequence[RolloutScore]) -> dict[str, float]:
                 else math.nan for k in rows[0]}
 
 
-class EviOmniReward:
+class DesignReward:
     """TRL reward function: the reward of the design `cfg.design` per completion (R^final for "eviomni").
     Also reports terms through TRL's `log_metric`, under `eviomni/<name>`, which is how they reach the
     per-step log. `nli` is the entailment scorer of the designs that need one (repro.nli, loaded by the caller)."""
