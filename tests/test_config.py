@@ -254,3 +254,12 @@ def test_an_error_names_the_key_and_prints_the_fields_help(tmp_path):
     with pytest.raises(ConfigError, match=r"profiles\.ci\.rewards\.tau: expected float, got str \('high'\) \(τ of "
                                           r"Eq\. 10"):
         load_profile("ci", path)
+
+
+def test_every_setting_has_its_help_in_metadata():
+    from repro import config
+
+    missing = [f"{name}.{f.name}" for name, cls in vars(config).items()
+               if inspect.isclass(cls) and dataclasses.is_dataclass(cls) and cls.__module__ == config.__name__
+               for f in dataclasses.fields(cls) if not f.metadata.get("help")]
+    assert missing == []

@@ -154,7 +154,8 @@ class DatasetConfig:
 
     name: str = dataclasses.field(metadata={"help": "directory name under data/<profile>/qa/"})
     label: str = dataclasses.field(metadata={"help": "name in tables (NQ, TQA, HotpotQA, ...)"})
-    format: typing.Literal["fanoutqa", "ovos-describe", "flashrag", "musique", "wiki-multihop"]
+    format: typing.Literal["fanoutqa", "ovos-describe", "flashrag", "musique", "wiki-multihop"] = dataclasses.field(
+        metadata={"help": "the source's layout, read by repro.data.loaders"})
     setting: typing.Literal["open", "distractor"] = dataclasses.field(
         metadata={"help": "retrieve from the corpus, or use the shipped paragraphs"})
     source: str = dataclasses.field(
@@ -169,8 +170,8 @@ class DatasetConfig:
 
 @dataclasses.dataclass(frozen=True)
 class DataConfig:
-    corpus: CorpusConfig
-    datasets: list[DatasetConfig]
+    corpus: CorpusConfig = dataclasses.field(metadata={"help": "the retrieval corpus"})
+    datasets: list[DatasetConfig] = dataclasses.field(metadata={"help": "the QA sets, each with its source and splits"})
     split_fractions: dict[str, float] = dataclasses.field(
         metadata={"help": "hashed train/dev/test split of the embedded sets"})
     distractor_paragraphs: int = dataclasses.field(
@@ -188,7 +189,8 @@ class DataConfig:
 class RetrieverConfig:
     """A dense retriever (any transformers encoder + FAISS) or BM25."""
 
-    method: typing.Literal["dense", "bm25"]
+    method: typing.Literal["dense", "bm25"] = dataclasses.field(
+        metadata={"help": "dense (an encoder and a FAISS index) or bm25 (bm25s)"})
     query_encoder: str | None = dataclasses.field(
         default=None, metadata={"help": "model dir, hub id or embedded:<name>"})
     passage_encoder: str | None = dataclasses.field(
@@ -201,10 +203,11 @@ class RetrieverConfig:
         default="contents", metadata={"help": "DPR: (title, text) pair"})
     normalize: bool = dataclasses.field(
         default=True, metadata={"help": "L2-normalise embeddings (E5, MiniLM); DPR uses raw inner products"})
-    query_max_length: int = 64
-    passage_max_length: int = 256
-    batch_size: int = 64
-    dtype: typing.Literal["float32", "bfloat16", "float16"] = "float32"
+    query_max_length: int = dataclasses.field(default=64, metadata={"help": "query tokens the encoder reads"})
+    passage_max_length: int = dataclasses.field(default=256, metadata={"help": "passage tokens the encoder reads"})
+    batch_size: int = dataclasses.field(default=64, metadata={"help": "texts per encoder batch"})
+    dtype: typing.Literal["float32", "bfloat16", "float16"] = dataclasses.field(
+        default="float32", metadata={"help": "the encoder's weights"})
     index: str = dataclasses.field(
         default="Flat", metadata={"help": "FAISS index_factory string: Flat (exact), IVF4096,Flat, HNSW32, ..."})
     search_params: dict[str, int] = dataclasses.field(default_factory=dict, metadata={"help": "e.g. nprobe, efSearch"})
@@ -212,7 +215,8 @@ class RetrieverConfig:
         default=100_000, metadata={"help": "passages encoded and added to the index per block"})
     k1: float = dataclasses.field(
         default=0.9, metadata={"help": "BM25 parameters (Pyserini's defaults for Wikipedia passages)"})
-    b: float = 0.4
+    b: float = dataclasses.field(
+        default=0.4, metadata={"help": "BM25's b (bm25s; Lucene's default 0.75, Pyserini's 0.4)"})
 
     def __post_init__(self):
         if self.method == "dense" and not self.query_encoder:
@@ -222,7 +226,8 @@ class RetrieverConfig:
 @dataclasses.dataclass(frozen=True)
 class RetrievalConfig:
     topk: int = dataclasses.field(metadata={"help": "passages per question (the paper: 5)"})
-    retrievers: dict[str, RetrieverConfig]
+    retrievers: dict[str, RetrieverConfig] = dataclasses.field(
+        metadata={"help": "name -> retriever; `default` and `agentic` name the ones the studies read"})
     default: str = dataclasses.field(
         metadata={"help": "retriever whose top-k feed the traditional-RAG studies (the paper: DPR)"})
     agentic: str = dataclasses.field(metadata={"help": "retriever of the Search-R1 study (the paper: E5)"})
@@ -242,11 +247,12 @@ class NoiseConfig:
     """Irrelevant passages added per question for the robustness study (Figure 5)."""
 
     counts: list[int] = dataclasses.field(metadata={"help": "the paper: 0, 2, 4, 6, 8"})
-    position: typing.Literal["append", "prepend", "random"] = "append"
-    seed: int = 0
+    position: typing.Literal["append", "prepend", "random"] = dataclasses.field(
+        default="append", metadata={"help": "where the irrelevant passages go among the top-k (Figure 5)"})
+    seed: int = dataclasses.field(default=0, metadata={"help": "the draw of the irrelevant passages"})
     datasets: list[str] = dataclasses.field(
         default_factory=list, metadata={"help": "open-domain datasets to build noisy sets for"})
-    split: str = "test"
+    split: str = dataclasses.field(default="test", metadata={"help": "the split the noisy contexts are built for"})
 
 
 # dev metrics that select a checkpoint (train.selection_metric) or a (τ, γ) pair (length_tuning.metric)
@@ -258,7 +264,8 @@ SelectionMetric = typing.Literal["f1_evidence", "em_evidence", "f1_full", "em_fu
 class TrainConfig:
     """GRPO training of the extractor (§3.3, App. A.2). The paper gives lr, β, ε, 1 epoch and dev-set selection;
     every other value is a choice (docs/decisions.md D37-D43), set per profile. Batch sizes count completions
-    (G per prompt): prompts per optimizer step = per_device_batch_size × processes × gradient_accumulation_steps / G."""
+    (G per prompt): prompts per optimizer step = per_device_batch_size × processes × gradient_accumulation_steps
+    / G."""
 
     dataset: str = dataclasses.field(metadata={"help": "the data.datasets entry trained on (the paper: NQ)"})
     seed: int | None = dataclasses.field(
@@ -269,21 +276,23 @@ class TrainConfig:
         default=0.01,
         metadata={"help": "KL coefficient β (App. A.2), k3 estimator in the loss, reference = initial model"})
     kl_estimator: KLEstimator = dataclasses.field(
-        default="k3", metadata={"help": "KL estimator in the loss: TRL's k3, or ARENA's k2 ½(log π_θ − log π_ref)² (D130)"})
+        default="k3",
+        metadata={"help": "KL estimator in the loss: TRL's k3, or ARENA's k2 ½(log π_θ − log π_ref)² (D130)"})
     epsilon: float = dataclasses.field(default=0.2, metadata={"help": "PPO clip ε (App. A.2)"})
     loss_type: typing.Literal["grpo", "dapo", "bnpo", "dr_grpo"] = dataclasses.field(
         default="grpo", metadata={"help": "Eq. 8's per-response mean"})
     num_generations: int = dataclasses.field(default=8, metadata={"help": "G"})
     per_device_batch_size: int = dataclasses.field(
         default=8, metadata={"help": "completions per process and micro-batch"})
-    gradient_accumulation_steps: int = 1
+    gradient_accumulation_steps: int = dataclasses.field(
+        default=1, metadata={"help": "micro-batches per optimizer step"})
     steps_per_generation: int | None = dataclasses.field(
         default=None, metadata={"help": "micro-batches per generation batch (None: = accumulation steps)"})
     num_iterations: int = dataclasses.field(default=1, metadata={"help": "μ, policy updates per generation batch"})
     max_completion_length: int = dataclasses.field(default=768, metadata={"help": "tokens of the rollout r + e + o_f"})
     max_answer_length: int = dataclasses.field(default=32, metadata={"help": "tokens of o_r and o_e"})
     temperature: float = dataclasses.field(default=1.0, metadata={"help": "rollout sampling"})
-    top_p: float = 1.0
+    top_p: float = dataclasses.field(default=1.0, metadata={"help": "nucleus sampling of the rollouts"})
     sample_answers: bool = dataclasses.field(
         default=True, metadata={"help": "o_r, o_e sampled like the rollout (False: greedy)"})
     epochs: float = dataclasses.field(default=1.0, metadata={"help": "App. A.2: one epoch"})
@@ -294,12 +303,13 @@ class TrainConfig:
         default=False,
         metadata={"help": "drop training questions whose top-k passages hold no golden answer (#3; D26: keep "
                           "them; D149)"})
-    lr_scheduler: str = "constant"
-    warmup_steps: int = 0
-    weight_decay: float = 0.0
-    max_grad_norm: float = 1.0
+    lr_scheduler: str = dataclasses.field(default="constant", metadata={"help": "transformers' scheduler name"})
+    warmup_steps: int = dataclasses.field(default=0, metadata={"help": "learning-rate warm-up steps"})
+    weight_decay: float = dataclasses.field(default=0.0, metadata={"help": "AdamW's weight decay"})
+    max_grad_norm: float = dataclasses.field(default=1.0, metadata={"help": "gradient clipping"})
     bf16: bool = dataclasses.field(default=False, metadata={"help": "bf16 autocast (GPU, or CPUs with AMX)"})
-    gradient_checkpointing: bool = False
+    gradient_checkpointing: bool = dataclasses.field(
+        default=False, metadata={"help": "recompute activations in the backward pass (memory for time)"})
     save_steps: int = dataclasses.field(
         default=100, metadata={"help": "checkpoint (and dev evaluation) every N steps, and at the end"})
     save_total_limit: int | None = dataclasses.field(
@@ -314,10 +324,15 @@ class TrainConfig:
         "help": "False: a run whose only checkpoint is its last has no dev pass, nothing to select (D172, D177)"})
     accelerate_config: str | None = dataclasses.field(
         default=None, metadata={"help": "configs/accelerate/*.yaml: launch worker processes through accelerate"})
-    use_vllm: bool = False
-    vllm_mode: typing.Literal["colocate", "server"] = "colocate"
-    vllm_gpu_memory_utilization: float = 0.3
-    vllm_tensor_parallel_size: int = 1
+    use_vllm: bool = dataclasses.field(
+        default=False, metadata={"help": "generate the rollouts with vLLM (TRL's use_vllm)"})
+    vllm_mode: typing.Literal["colocate", "server"] = dataclasses.field(
+        default="colocate",
+        metadata={"help": "TRL's vLLM mode: an engine in each process, or a `trl vllm-serve` server"})
+    vllm_gpu_memory_utilization: float = dataclasses.field(
+        default=0.3, metadata={"help": "the colocated engine's share of GPU memory"})
+    vllm_tensor_parallel_size: int = dataclasses.field(
+        default=1, metadata={"help": "the colocated engine's tensor parallelism"})
     vllm_max_model_length: int | None = dataclasses.field(
         default=None, metadata={"help": "must hold prompt + rollout + o_r/o_e answer"})
     vllm_server_base_url: str | None = dataclasses.field(
@@ -337,7 +352,9 @@ class TrainConfig:
         metadata={"help": "the engine that scores the two policies on them (both the same, so the test is "
                           "paired): dev selection's transformers, or vLLM (its CPU build 1.8x faster end to end "
                           "on tiny; D171); options: its make_generator kwargs"})
-    heldout_options: dict[str, typing.Any] = dataclasses.field(default_factory=dict)
+    heldout_options: dict[str, typing.Any] = dataclasses.field(
+        default_factory=dict,
+        metadata={"help": "make_generator kwargs of heldout_backend (vLLM: lengths, KV cache, cores; D171)"})
     lora: PolicyLoRAConfig | None = dataclasses.field(
         default=None, metadata={"help": "None: full fine-tuning (the paper); else a LoRA policy (CPU profiles; D144)"})
     shared_prefill: bool = dataclasses.field(
@@ -409,7 +426,8 @@ class LLMLingua2Config:
         default=None,
         metadata={"help": "the untrained stand-in where no checkpoint ships: method `llmlingua2_standin`"})
     rate: float = dataclasses.field(default=0.33, metadata={"help": "share of words kept (llmlingua's `rate`)"})
-    force_tokens: list[str] = dataclasses.field(default_factory=lambda: ["\n", "?"])
+    force_tokens: list[str] = dataclasses.field(
+        default_factory=lambda: ["\n", "?"], metadata={"help": "tokens llmlingua always keeps"})
     batch_size: int = dataclasses.field(
         default=50, metadata={"help": "llmlingua2 max_batch_size (512-token chunks per forward pass)"})
 
@@ -426,7 +444,7 @@ class RecompConfig:
     model: str = dataclasses.field(
         metadata={"help": "sentence-transformers directory or hub id (RECOMP's released compressors load as mean "
                           "pooling)"})
-    top_n: int = 5
+    top_n: int = dataclasses.field(default=5, metadata={"help": "sentences kept (D64)"})
     batch_size: int = dataclasses.field(default=64, metadata={"help": "sentences per encoder batch"})
 
     def __post_init__(self):
@@ -439,9 +457,12 @@ class BaselinesConfig:
     """Table 2's vanilla-refinement baselines, one section per compressor (repro.registry names the section each
     method reads; a profile needs only those of the methods its studies list)."""
 
-    selective_context: SelectiveContextConfig | None = None
-    llmlingua2: LLMLingua2Config | None = None
-    recomp: RecompConfig | None = None
+    selective_context: SelectiveContextConfig | None = dataclasses.field(
+        default=None, metadata={"help": "SeleCtx's settings (methods selective_context)"})
+    llmlingua2: LLMLingua2Config | None = dataclasses.field(
+        default=None, metadata={"help": "LLMLingua-2's settings (methods llmlingua2, llmlingua2_standin)"})
+    recomp: RecompConfig | None = dataclasses.field(
+        default=None, metadata={"help": "RECOMP's settings (method recomp)"})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -451,22 +472,26 @@ class LoRASFTConfig:
 
     section: typing.ClassVar[str] = "lora"  # the params.yaml section, in error messages
     lora_rank: int = dataclasses.field(default=8, metadata={"help": "App. A.2"})
-    lora_alpha: int = 16
-    lora_dropout: float = 0.05
-    target_modules: list[str] = dataclasses.field(default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"])
-    learning_rate: float = 2e-4
-    epochs: float = 1.0
+    lora_alpha: int = dataclasses.field(default=16, metadata={"help": "LoRA's alpha"})
+    lora_dropout: float = dataclasses.field(default=0.05, metadata={"help": "LoRA's dropout"})
+    target_modules: list[str] = dataclasses.field(
+        default_factory=lambda: ["q_proj", "k_proj", "v_proj", "o_proj"], metadata={"help": "the modules LoRA adapts"})
+    learning_rate: float = dataclasses.field(default=2e-4, metadata={"help": "AdamW's learning rate"})
+    epochs: float = dataclasses.field(
+        default=1.0, metadata={"help": "passes over the examples (max_steps > 0 stops earlier)"})
     max_steps: int = dataclasses.field(default=-1, metadata={"help": "> 0 stops earlier (the CPU profiles' budget)"})
-    per_device_batch_size: int = 4
-    gradient_accumulation_steps: int = 1
+    per_device_batch_size: int = dataclasses.field(default=4, metadata={"help": "examples per process and micro-batch"})
+    gradient_accumulation_steps: int = dataclasses.field(
+        default=1, metadata={"help": "micro-batches per optimizer step"})
     max_length: int = dataclasses.field(
         default=2048,
         metadata={"help": "tokens; longer examples are dropped, never truncated (that would cut the answer)"})
-    lr_scheduler: str = "linear"
+    lr_scheduler: str = dataclasses.field(default="linear", metadata={"help": "transformers' scheduler name"})
     warmup_steps: float = dataclasses.field(default=0.0, metadata={"help": "< 1: a fraction of the training steps"})
-    bf16: bool = False
-    save_steps: int = 50
-    save_total_limit: int | None = 2
+    bf16: bool = dataclasses.field(default=False, metadata={"help": "bf16 mixed precision"})
+    save_steps: int = dataclasses.field(
+        default=50, metadata={"help": "a checkpoint every N steps (the run resumes from the last)"})
+    save_total_limit: int | None = dataclasses.field(default=2, metadata={"help": "checkpoints kept (None: all)"})
 
     def __post_init__(self):
         positive = ("lora_rank", "learning_rate", "per_device_batch_size", "gradient_accumulation_steps",
@@ -490,9 +515,9 @@ class PolicyLoRAConfig:
     """GRPO on a LoRA adapter of the starting policy instead of all its weights (D144): the reference model is the
     policy with the adapter disabled (no second copy), and the selected adapter is merged into a plain extractor."""
 
-    rank: int
-    alpha: int
-    target_modules: list[str]
+    rank: int = dataclasses.field(metadata={"help": "LoRA's rank"})
+    alpha: int = dataclasses.field(metadata={"help": "LoRA's alpha"})
+    target_modules: list[str] = dataclasses.field(metadata={"help": "the modules LoRA adapts"})
 
     def __post_init__(self):
         if self.rank < 1 or self.alpha <= 0 or not self.target_modules:
@@ -509,16 +534,21 @@ class FormatWarmupConfig(LoRASFTConfig):
     the instruction following of the paper's 1.5B/7B models, which the 135M CPU model lacks. The adapter is merged.
     `targets`: format_only (a seeded random sentence, blind to the golden answers; D141) or string_inclusion (the
     sentence holding a golden answer and that answer: the supervision GRPO should learn; D142). `answers`, for
-    format_only: the base model's own greedy answer after the target's extract (D189) or a span of the sentence (D141)."""
+    format_only: the base model's own greedy answer after the target's extract (D189) or a span of the sentence
+    (D141)."""
 
     section: typing.ClassVar[str] = "train.format_warmup"
-    targets: WarmupTargets = "format_only"
-    answers: WarmupAnswers = "model"
+    targets: WarmupTargets = dataclasses.field(
+        default="format_only",
+        metadata={"help": "format_only (a seeded random sentence, D141) or string_inclusion (D142)"})
+    answers: WarmupAnswers = dataclasses.field(
+        default="model",
+        metadata={"help": "format_only's answer: the base model's own (D189) or a span of the sentence (D141)"})
     split: str = dataclasses.field(default="train", metadata={"help": "of train.dataset"})
     max_train_questions: int = dataclasses.field(
         default=32,
         metadata={"help": "a seeded subset (string_inclusion: of the questions whose passages hold an answer)"})
-    max_length: int = 1024
+    max_length: int = dataclasses.field(default=1024, metadata={"help": "tokens per example; longer ones are dropped"})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -529,9 +559,10 @@ class QAGeneratorConfig(LaunchedLoRAConfig):
 
     section: typing.ClassVar[str] = "qa_generator"
     datasets: list[str] = dataclasses.field(metadata={"help": "data.datasets entries whose `split` is fine-tuned on"})
-    split: str = "train"
+    split: str = dataclasses.field(default="train", metadata={"help": "the split its training examples come from"})
     inputs: list[typing.Literal["passages", "question"]] = dataclasses.field(
-        default_factory=lambda: ["passages", "question"])  # one Table 11 and/or one Table 12 example per question
+        default_factory=lambda: ["passages", "question"],
+        metadata={"help": "what the generator reads besides the evidence (App. A.2)"})
     max_train_questions: int | None = dataclasses.field(
         default=None, metadata={"help": "a seeded subset of N questions per dataset (None: all)"})
     require_answer_in_passages: bool = dataclasses.field(
@@ -551,7 +582,7 @@ class FilCoConfig(LaunchedLoRAConfig):
     section: typing.ClassVar[str] = "filco"
     datasets: list[str] = dataclasses.field(
         metadata={"help": "data.datasets entries whose `split` gives the silver training examples"})
-    split: str = "train"
+    split: str = dataclasses.field(default="train", metadata={"help": "the split its silver contexts come from"})
     criterion: typing.Literal["strinc", "lexical"] = dataclasses.field(
         default="strinc", metadata={"help": "FilCo's STRINC or LEXICAL oracle (CXMI: D68)"})
     lexical_threshold: float = dataclasses.field(
@@ -576,7 +607,7 @@ class SEERConfig(LaunchedLoRAConfig):
     section: typing.ClassVar[str] = "seer"
     datasets: list[str] = dataclasses.field(
         metadata={"help": "data.datasets entries whose `split` gives the training questions"})
-    split: str = "train"
+    split: str = dataclasses.field(default="train", metadata={"help": "the split its candidates are sampled on"})
     max_train_questions: int | None = dataclasses.field(
         default=None, metadata={"help": "a seeded subset of N questions per dataset (None: all)"})
     require_answer_in_passages: bool = dataclasses.field(
@@ -584,8 +615,8 @@ class SEERConfig(LaunchedLoRAConfig):
     num_samples: int = dataclasses.field(default=8, metadata={"help": "M candidates sampled per question"})
     dedup_threshold: float = dataclasses.field(
         default=0.9, metadata={"help": "a candidate this similar (unigram Jaccard) to a kept one is a duplicate"})
-    temperature: float = 1.0
-    top_p: float = 1.0
+    temperature: float = dataclasses.field(default=1.0, metadata={"help": "sampling of the candidates"})
+    top_p: float = dataclasses.field(default=1.0, metadata={"help": "nucleus sampling of the candidates"})
     max_new_tokens: int = dataclasses.field(default=128, metadata={"help": "tokens of a sampled candidate"})
     batch_size: int = dataclasses.field(
         default=4, metadata={"help": "prompts per forward batch when sampling and scoring"})
@@ -620,10 +651,11 @@ class EvaluationConfig:
 
     datasets: list[str] = dataclasses.field(metadata={"help": "Table 2's rows (data.datasets names)"})
     methods: list[EvaluationMethod] = dataclasses.field(metadata={"help": "Table 2's columns, in order"})
-    split: str = "test"
+    split: str = dataclasses.field(default="test", metadata={"help": "the split evaluated (Table 2: test)"})
     max_questions: int | None = dataclasses.field(
         default=None, metadata={"help": "a seeded subset of N questions of each set (None: all; CPU budget)"})
-    backend: typing.Literal["transformers", "vllm"] = "transformers"
+    backend: typing.Literal["transformers", "vllm"] = dataclasses.field(
+        default="transformers", metadata={"help": "the generation engine of the refiners and the QA generator"})
     options: dict[str, typing.Any] = dataclasses.field(
         default_factory=dict, metadata={"help": "engine kwargs (vLLM: memory, lengths)"})
     qa_adapter: bool = dataclasses.field(
@@ -633,7 +665,7 @@ class EvaluationConfig:
         default=8, metadata={"help": "prompts per forward batch (transformers backend)"})
     chunk_size: int = dataclasses.field(
         default=64, metadata={"help": "questions per resumable chunk, flushed to the partial file"})
-    answer_max_new_tokens: int = 32
+    answer_max_new_tokens: int = dataclasses.field(default=32, metadata={"help": "tokens of the QA generator's answer"})
     evidence_max_new_tokens: int = dataclasses.field(
         default=768, metadata={"help": "CoT and extractor outputs (the paper's latency setting)"})
     reading_check_questions: int | None = dataclasses.field(
@@ -655,9 +687,10 @@ class DistractorConfig:
     """Tables 9-10: methods on distractor-setting sets (gold + distractor paragraphs), decoded and answered with the
     `evaluation` settings."""
 
-    datasets: list[str]
-    methods: list[EvaluationMethod]
-    split: str = "test"
+    datasets: list[str] = dataclasses.field(
+        metadata={"help": "the distractor-setting sets (Tables 9-10: 2WikiQA, MuSiQue)"})
+    methods: list[EvaluationMethod] = dataclasses.field(metadata={"help": "rows of repro.registry.METHODS"})
+    split: str = dataclasses.field(default="test", metadata={"help": "the split evaluated"})
     max_questions: int | None = dataclasses.field(
         default=None, metadata={"help": "a seeded subset of N questions of each set (None: all)"})
 
@@ -671,7 +704,8 @@ class NoiseRobustnessConfig:
     """Figure 5: methods on the questions of `noise.datasets` with each of `noise.counts` irrelevant passages added,
     decoded and answered with the `evaluation` settings."""
 
-    methods: list[EvaluationMethod]
+    methods: list[EvaluationMethod] = dataclasses.field(
+        metadata={"help": "rows of repro.registry.METHODS (Figure 5: Full, EviOmni)"})
     max_questions: int | None = dataclasses.field(
         default=None, metadata={"help": "a seeded subset of N questions (the same at every noise level)"})
 
@@ -711,10 +745,14 @@ class EvidenceConfig:
     of `seeds` (`train.seed`), from the one warm-up, each scored against the starting policy on `heldout_questions`
     answerable held-out dev questions (repro.train.heldout)."""
 
-    gate_questions: int = 64
-    gate_min_contrast: float = 0.05
-    seeds: list[int] = dataclasses.field(default_factory=lambda: [0, 1, 2])
-    heldout_questions: int = 200
+    gate_questions: int = dataclasses.field(
+        default=64, metadata={"help": "answerable training questions of the gate (issue #31, D191)"})
+    gate_min_contrast: float = dataclasses.field(
+        default=0.05, metadata={"help": "the F1(o_e) contrast below which the gate stops step 2"})
+    seeds: list[int] = dataclasses.field(
+        default_factory=lambda: [0, 1, 2], metadata={"help": "GRPO seeds of step 2 (D192)"})
+    heldout_questions: int = dataclasses.field(
+        default=200, metadata={"help": "held-out answerable questions every policy is scored on"})
     max_steps: int | None = dataclasses.field(
         default=None, metadata={"help": "GRPO steps per seed (None: train.max_steps)"})
 
@@ -732,9 +770,10 @@ class AblationConfig:
     """Table 3: one GRPO run per answer subset (`rewards.answer_subset`), each evaluated like Table 2's EviOmni
     column with the profile's `evaluation` settings (repro.evaluation.ablation, D43)."""
 
-    subsets: list[tuple[AnswerKey, ...]]
-    datasets: list[str]
-    split: str = "test"
+    subsets: list[tuple[AnswerKey, ...]] = dataclasses.field(
+        metadata={"help": "Table 3's rows: the answers averaged into R^ans"})
+    datasets: list[str] = dataclasses.field(metadata={"help": "the sets each run is evaluated on"})
+    split: str = dataclasses.field(default="test", metadata={"help": "the split evaluated"})
     max_steps: int | None = dataclasses.field(
         default=None, metadata={"help": "optimizer steps per run (None: train.max_steps)"})
     max_questions: int | None = dataclasses.field(
@@ -752,7 +791,7 @@ class DesignRow:
     """A row of the reward-design study: the main run with `rewards.design` and, when given, `train.kl_estimator`
     replaced (D159)."""
 
-    design: RewardDesignName
+    design: RewardDesignName = dataclasses.field(metadata={"help": "a row of repro.registry.REWARD_DESIGNS"})
     kl_estimator: KLEstimator | None = dataclasses.field(
         default=None, metadata={"help": "None: the profile's train.kl_estimator"})
 
@@ -771,7 +810,7 @@ class RewardDesignsConfig:
     designs: list[DesignRow] = dataclasses.field(
         metadata={"help": "rows: {design: a rewards.design, kl_estimator: a train.kl_estimator or omitted} (D159)"})
     datasets: list[str] = dataclasses.field(metadata={"help": "test sets each extractor is evaluated on"})
-    split: str = "test"
+    split: str = dataclasses.field(default="test", metadata={"help": "the split evaluated"})
     max_steps: int | None = dataclasses.field(
         default=None, metadata={"help": "optimizer steps per run (None: train.max_steps)"})
     max_questions: int | None = dataclasses.field(
@@ -789,16 +828,17 @@ class RewardDesignsConfig:
 class LatencyConfig:
     """Table 4: seconds per query of evidence extraction, model load excluded (§4.5: batch 64, 768 new tokens)."""
 
-    datasets: list[str]
-    methods: list[EvaluationMethod]
-    split: str = "test"
+    datasets: list[str] = dataclasses.field(metadata={"help": "the sets timed (Table 4)"})
+    methods: list[EvaluationMethod] = dataclasses.field(metadata={"help": "rows of repro.registry.METHODS"})
+    split: str = dataclasses.field(default="test", metadata={"help": "the split the timed questions come from"})
     queries: int = dataclasses.field(
         default=64, metadata={"help": "a seeded subset of N questions, timed in batches of `batch_size`"})
-    batch_size: int = 64
-    max_new_tokens: int = 768
-    warmup_batches: int = 1
+    batch_size: int = dataclasses.field(default=64, metadata={"help": "questions per timed batch"})
+    max_new_tokens: int = dataclasses.field(default=768, metadata={"help": "the refiner's output tokens"})
+    warmup_batches: int = dataclasses.field(default=1, metadata={"help": "untimed batches first"})
     repetitions: int = dataclasses.field(default=3, metadata={"help": "the median is reported"})
-    backend: typing.Literal["transformers", "vllm"] = "transformers"
+    backend: typing.Literal["transformers", "vllm"] = dataclasses.field(
+        default="transformers", metadata={"help": "the generation engine timed"})
     options: dict[str, typing.Any] = dataclasses.field(
         default_factory=dict, metadata={"help": "engine kwargs (vLLM: memory, lengths)"})
 
@@ -823,7 +863,9 @@ class AgenticConfig:
 
     datasets: list[str] = dataclasses.field(
         metadata={"help": "data.datasets entries (Table 5's columns); the agent always retrieves from the corpus"})
-    conditions: list[AgenticCondition] = dataclasses.field(default_factory=lambda: ["without", "with", "eval_rar"])
+    conditions: list[AgenticCondition] = dataclasses.field(
+        default_factory=lambda: ["without", "with", "eval_rar"],
+        metadata={"help": "without the extractor, with it, and with Eval-RAR's prompt"})
     evaluate_step: typing.Literal["in_turn", "separate"] = dataclasses.field(
         default="in_turn", metadata={"help": "where eval_rar's <evaluate> is written (D155)"})
     split: str = dataclasses.field(
@@ -831,7 +873,7 @@ class AgenticConfig:
         metadata={"help": "the paper's \"test or development set\" (HotpotQA/2Wiki/MuSiQue map test -> dev)"})
     n_items: int | None = dataclasses.field(
         default=500, metadata={"help": "items sampled per dataset with `seed` (None: all)"})
-    seed: int = 0
+    seed: int = dataclasses.field(default=0, metadata={"help": "the draw of the items"})
     max_actions: int = dataclasses.field(
         default=4, metadata={"help": "§4.7; Search-R1's max_turns, followed by one final step without search"})
     topk: int = dataclasses.field(
@@ -845,7 +887,8 @@ class AgenticConfig:
         metadata={"help": "null: models.released_extractor if set, else models.extractor; or a checkpoint dir"})
     extractor_max_new_tokens: int = dataclasses.field(
         default=768, metadata={"help": "the extractor's reasoning + evidence, stopped at </extract>"})
-    backend: typing.Literal["transformers", "vllm"] = "transformers"
+    backend: typing.Literal["transformers", "vllm"] = dataclasses.field(
+        default="transformers", metadata={"help": "the engine of the agents and the extractor"})
     batch_size: int = dataclasses.field(
         default=8, metadata={"help": "prompts per forward batch (transformers backend)"})
     agent_options: dict[str, typing.Any] = dataclasses.field(
@@ -872,11 +915,11 @@ class ArSFTConfig(LaunchedLoRAConfig):
     ours (D83)."""
 
     section: typing.ClassVar[str] = "ar_study.sft"
-    lora_rank: int = 16
-    lora_alpha: int = 32
-    learning_rate: float = 1e-4
-    epochs: float = 3.0
-    max_length: int = 4096
+    lora_rank: int = dataclasses.field(default=16, metadata={"help": "LoRA's rank"})
+    lora_alpha: int = dataclasses.field(default=32, metadata={"help": "LoRA's alpha"})
+    learning_rate: float = dataclasses.field(default=1e-4, metadata={"help": "AdamW's learning rate"})
+    epochs: float = dataclasses.field(default=3.0, metadata={"help": "passes over the examples"})
+    max_length: int = dataclasses.field(default=4096, metadata={"help": "tokens per example; longer ones are dropped"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -886,20 +929,22 @@ class ArTeacherConfig:
 
     model: str | None = dataclasses.field(
         metadata={"help": "the served name (openai), a local dir / hub id / embedded:<name>; None for heuristic"})
-    backend: typing.Literal["transformers", "vllm", "openai", "heuristic"] = "openai"
+    backend: typing.Literal["transformers", "vllm", "openai", "heuristic"] = dataclasses.field(
+        default="openai",
+        metadata={"help": "the teacher's engine (openai: an API; heuristic: no model, mechanics only)"})
     options: dict[str, typing.Any] = dataclasses.field(
         default_factory=dict, metadata={"help": "make_generator kwargs (base_url, ...)"})
     dataset: str = dataclasses.field(default="nq", metadata={"help": "a data.datasets entry"})
-    split: str = "train"
+    split: str = dataclasses.field(default="train", metadata={"help": "the split the teacher answers"})
     questions: int | None = dataclasses.field(default=1000, metadata={"help": "a seeded subset (None: all)"})
     require_answer_in_passages: bool = dataclasses.field(
         default=False, metadata={"help": "draw only questions whose passages hold an answer (has_answer)"})
     samples: int = dataclasses.field(
         default=1, metadata={"help": "tries per question; the first correct one is kept (D78)"})
-    do_sample: bool = True
-    temperature: float = 0.6
-    top_p: float = 0.95
-    max_new_tokens: int = 8192
+    do_sample: bool = dataclasses.field(default=True, metadata={"help": "sample the teacher's responses"})
+    temperature: float = dataclasses.field(default=0.6, metadata={"help": "the teacher's sampling temperature"})
+    top_p: float = dataclasses.field(default=0.95, metadata={"help": "the teacher's nucleus sampling"})
+    max_new_tokens: int = dataclasses.field(default=8192, metadata={"help": "tokens per teacher response"})
     scaffold: list[int] | None = dataclasses.field(
         default=None,
         metadata={"help": "tokens of the reason, extract, answer parts when the tags are prefilled (D78)"})
@@ -943,13 +988,15 @@ class ArRecallConfig:
         default=True, metadata={"help": "open the assistant turn with the variant's first tag (D86)"})
     evidence_cap: int = dataclasses.field(
         default=100, metadata={"help": "§2.2: \"the maximum length of the extracted evidence is set to 100\" (D81)"})
-    cap_unit: typing.Literal["tokens", "words"] = "tokens"
+    cap_unit: typing.Literal["tokens", "words"] = dataclasses.field(
+        default="tokens", metadata={"help": "the unit of the evidence cap"})
     cap_rationale: bool = dataclasses.field(default=False, metadata={"help": "D82"})
-    backend: typing.Literal["transformers", "vllm"] = "transformers"
+    backend: typing.Literal["transformers", "vllm"] = dataclasses.field(
+        default="transformers", metadata={"help": "the engine of the recall runs"})
     options: dict[str, typing.Any] = dataclasses.field(
         default_factory=dict, metadata={"help": "make_generator kwargs (dtype: models')"})
-    batch_size: int = 8
-    chunk_size: int = 64
+    batch_size: int = dataclasses.field(default=8, metadata={"help": "prompts per generation batch"})
+    chunk_size: int = dataclasses.field(default=64, metadata={"help": "questions per resumable chunk"})
 
     def __post_init__(self):
         if min(self.max_new_tokens, self.evidence_cap, self.batch_size, self.chunk_size) < 1 or (
@@ -964,11 +1011,12 @@ class ArStudyConfig:
     """The answer-recall study of §2.2 (Table 1, Figure 2; repro.ar_study): teacher synthesis, two LoRA SFT
     variants of `student` (rational: <reason>+<extract> targets; vanilla: <extract> only), answer recall."""
 
-    teacher: ArTeacherConfig
+    teacher: ArTeacherConfig = dataclasses.field(
+        metadata={"help": "the teacher that writes the rational and vanilla targets"})
     student: str = dataclasses.field(
         metadata={"help": "the base model both variants fine-tune (the paper: Qwen2.5-1.5B-Instruct)"})
-    sft: ArSFTConfig
-    evaluation: ArRecallConfig
+    sft: ArSFTConfig = dataclasses.field(metadata={"help": "the LoRA runs of the two variants"})
+    evaluation: ArRecallConfig = dataclasses.field(metadata={"help": "the answer-recall runs"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1002,7 +1050,8 @@ class ReleasedCheckConfig:
     CR against Table 2's EviOmni CR. Below a floor the released_extractor stage refuses; a null floor only reports."""
 
     dataset: str = dataclasses.field(metadata={"help": "data.datasets entry the questions come from (the paper: nq)"})
-    split: str = "dev"
+    split: str = dataclasses.field(
+        default="dev", metadata={"help": "the split the released checkpoints are checked on"})
     questions: int = dataclasses.field(default=100, metadata={"help": "a seeded subset of the split"})
     format_check: typing.Literal["strict", "lenient"] = dataclasses.field(
         default="lenient", metadata={"help": "the repro.tags check the format rate counts (D147)"})
@@ -1022,16 +1071,16 @@ class ReleasedCheckConfig:
 
 @dataclasses.dataclass(frozen=True)
 class Profile:
-    name: str
-    description: str
-    seed: int
-    models: ModelsConfig
+    name: str = dataclasses.field(metadata={"help": "the profile's key in params.yaml (set by load_profile)"})
+    description: str = dataclasses.field(metadata={"help": "one line on what the profile is for"})
+    seed: int = dataclasses.field(metadata={"help": "seeds every draw the profile makes (splits, subsets, warm-up)"})
+    models: ModelsConfig = dataclasses.field(metadata={"help": "the models of every stage"})
     rewards: RewardsConfig = dataclasses.field(
         default_factory=RewardsConfig, metadata={"help": "defaults = the paper + D16"})
     data: DataConfig | None = dataclasses.field(
         default=None, metadata={"help": "None only in minimal test profiles; the data stage requires it"})
-    retrieval: RetrievalConfig | None = None
-    noise: NoiseConfig | None = None
+    retrieval: RetrievalConfig | None = dataclasses.field(default=None, metadata={"help": "the retrievers"})
+    noise: NoiseConfig | None = dataclasses.field(default=None, metadata={"help": "the noisy contexts of Figure 5"})
     train: TrainConfig | None = dataclasses.field(
         default=None, metadata={"help": "GRPO training of the extractor (repro.train)"})
     qa_generator: QAGeneratorConfig | None = dataclasses.field(
@@ -1080,8 +1129,8 @@ def is_main_run(cfg: Profile, answer_subset: typing.Sequence[str]) -> bool:
 
 
 def is_main_design_run(cfg: Profile, row: DesignRow) -> bool:
-    """Whether the reward-design study's run of `row` is the main GRPO run (D170, as D165 for Table 3): the row names the
-    profile's `rewards.design` and its `train.kl_estimator` (or none), at the main run's step budget
+    """Whether the reward-design study's run of `row` is the main GRPO run (D170, as D165 for Table 3): the row names
+    the profile's `rewards.design` and its `train.kl_estimator` (or none), at the main run's step budget
     (`reward_designs.max_steps` null or `train.max_steps`). The study then reuses the main run's extractor."""
     rd = cfg.reward_designs
     if rd is None:
