@@ -10,7 +10,7 @@ from repro import claims as rules
 from repro.registry import METHODS
 from repro.evaluation.records import RecordFile
 from repro.evaluation.tables import compare_methods
-from repro.ledger import ledger, our_comparisons, paper_name, study_verdict, verdict_counts, write_ledger
+from repro.ledger import ledger, ledger_html, our_comparisons, paper_name, study_verdict, verdict_counts, write_ledger
 from repro.paper import load_claims, load_paper_tables, select_cells
 from repro.plots import save_table
 
@@ -138,6 +138,7 @@ def test_the_ledger_gives_every_claim_two_verdicts_and_a_page_that_needs_no_netw
 
     paths = write_ledger(frame, run / "claims", "tiny")
     assert [p.name for p in paths] == ["ledger.csv", "ledger.md", "index.html"]
+    assert "show the mechanics" in paths[1].read_text() and "docs/cpu-evidence.md" in ledger_html(frame, "cpu-evidence")
     page = paths[2].read_text()
     assert "<script" not in page and "http" not in page  # renders offline: no script, no remote resource
     assert all(c["id"] in page for c in claims) and 'href="../main_comparison/significance.csv"' in page

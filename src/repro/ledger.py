@@ -76,6 +76,15 @@ STUDY_TESTS: dict[str, tuple[str, Callable[[pd.DataFrame], pd.DataFrame], str]] 
 }
 # stage: (its verdict file under results/<profile>/<stage>/, the profile that runs it, the report that describes it)
 STUDY_VERDICTS = {"evidence_seeds": ("verdict.json", "cpu-evidence", "docs/cpu-evidence.md")}
+# profile: the report that measured what its runs say (the ledger of that profile names it)
+REPORTS = {name: f"docs/{name}.md" for name in ("cpu-study", "cpu-rewards", "cpu-evidence")}
+
+
+def report_line(profile: str) -> str:
+    """One sentence naming the CPU report that measured this profile's runs, or what a `tiny` run shows."""
+    if profile in REPORTS:
+        return f"This profile's runs are measured and discussed in {REPORTS[profile]}."
+    return "On the embedded default and `ci` the runs show the mechanics, not what the paper's models do."
 
 
 def our_comparisons(run: str | Path) -> pd.DataFrame:
@@ -164,7 +173,8 @@ def write_ledger(frame: pd.DataFrame, out_dir: str | Path, profile: str) -> list
     paths = [out_dir / "ledger.csv", out_dir / "ledger.md", out_dir / "index.html"]
     write_text(paths[0], frame.to_csv(index=False))
     short = frame[["id", "section", "kind", "reported_verdict", "our_verdict", "stages"]]
-    write_text(paths[1], f"# The paper's claims on profile `{profile}`\n\n" + short.to_markdown(index=False) + "\n")
+    write_text(paths[1], f"# The paper's claims on profile `{profile}`\n\n{report_line(profile)}\n\n"
+                         + short.to_markdown(index=False) + "\n")
     write_text(paths[2], ledger_html(frame, profile))
     return paths
 
@@ -208,7 +218,8 @@ def ledger_html(frame: pd.DataFrame, profile: str) -> str:
                     + _verdict_cell(row.our_verdict, int(row.our_n), row.our_detail, _links(row, profile)) + "</tr>")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Claims ledger: {html.escape(profile)}</title>"
             f"<style>{STYLE}</style></head><body><h1>The paper's claims, profile <code>{html.escape(profile)}</code>"
-            f"</h1><p>{html.escape(summary)}. Rules: <code>repro.claims</code> (docs/decisions.md, D196, D198); "
+            f"</h1><p>{html.escape(report_line(profile))}</p><p>{html.escape(summary)}. Rules: "
+            f"<code>repro.claims</code> (docs/decisions.md, D196, D198); "
             f"the table as data: <a href='ledger.csv'>ledger.csv</a>.</p><table><thead><tr><th>claim (the paper's "
             f"words)</th><th>on the reported numbers</th><th>on this profile's runs</th></tr></thead><tbody>"
             + "\n".join(body) + "</tbody></table></body></html>\n")
