@@ -40,7 +40,7 @@ from repro.data.corpus import split_contents
 from repro.data.sentences import keyed_rng, passage_sentences, random_sentence
 from repro.generation import transformers_backend
 from repro.io import fingerprint, model_fingerprint, read_json, read_jsonl, write_json, write_jsonl, write_text
-from repro.train import evidence_probe, heldout, reward, rollout
+from repro.train import evidence_probe, heldout, rollout, rollout_reward
 from repro.train.evidence_probe import probe_items
 from repro.train.heldout import heldout_rows, policy_evidence, score_policy
 from repro.train.logs import TrainRun
@@ -52,7 +52,8 @@ STUDY = "evidence_seeds"
 START = "start"
 ALPHA = 0.05
 PLAN = {"questions": 200, "seeds": 3}  # below these, the numbers show the mechanics, not a measurement
-SCORING_MODULES = (heldout, evidence_probe, rollout, reward, rewards, masking, metrics, tags, transformers_backend)
+SCORING_MODULES = (heldout, evidence_probe, rollout, rollout_reward, rewards, masking, metrics, tags,
+                   transformers_backend)
 ITEM_COLUMNS = ["id", "answerable", "rollout", "o_e", "reward_format", "ar_evidence", "evidence_words",
                 "ar_random_span", "sentences", "answer_sentences", "answer_share"]
 
