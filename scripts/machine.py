@@ -1,10 +1,14 @@
-"""What the machine and a model directory allow: measured matmul peak and memory bandwidth, parameter counts.
-Shared by scripts/bench_generation.py and scripts/bench_grpo.py (a script in scripts/ imports it as `machine`)."""
+"""What the machine and a model directory allow: measured matmul peak and memory bandwidth, parameter counts; and
+other work on the machine (`cores_busy`). Shared by the scripts here (a script in scripts/ imports it as `machine`)
+and the tests that score beside other work (`from scripts.machine import cores_busy`)."""
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import subprocess
+import sys
 import time
 
 import torch
@@ -45,3 +49,15 @@ def model_sizes(model_dir: str) -> tuple[int, int]:
                     total += count
                     embedding += count if "embed_tokens" in name else 0
     return total, total - embedding
+
+
+@contextlib.contextmanager
+def cores_busy(processes: int = 2):
+    """Other work on the machine: `processes` Python processes spinning on the cores while the block runs."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
+    try:
+        yield
+    finally:
+        for spinner in spinners:
+            spinner.kill()
+            spinner.wait()

@@ -42,6 +42,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from machine import cores_busy
+
 REFERENCE = "inproc_alone_1"
 
 
@@ -99,18 +101,6 @@ def heldout_like_rows(count: int) -> list[dict]:
                      "passages": [{"id": f"{i}-{j}", "contents": make_contents(t, text), "score": 1.0 - j / 10}
                                   for j, (t, text) in enumerate(chunks)]})
     return rows
-
-
-@contextlib.contextmanager
-def cores_busy(processes: int = 2):
-    """Other work on the machine: `processes` Python processes spinning while the block runs (as the test's)."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
-    try:
-        yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
 
 
 def run_condition(name: str, model: str, args: argparse.Namespace, result: Path) -> None:
@@ -273,8 +263,9 @@ def main(argv: list[str] | None = None) -> None:
         print("|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---|")
         dash = lambda v: "-" if v is None else v  # noqa: E731
         for r in rows:
+            vs_pair = "-" if r["pair"] is None else f"{r['differ_vs_pair']}/{n}"
             print(f"| {r['condition']} | {r['differ_vs_ref']}/{n} | {dash(r['first_token_vs_ref'])} | "
-                  f"{dash(r['pair'])} | {dash(r['differ_vs_pair']) if r['pair'] is None else str(r['differ_vs_pair']) + '/' + str(n)} | "
+                  f"{dash(r['pair'])} | {vs_pair} | "
                   f"{dash(r['first_token_vs_pair'])} | {r['start_s']} | {r['generate_s']} | {r['run_s']} | "
                   f"{r['threads']} | {r['max_num_seqs']} | {r['enable_prefix_caching']} | {r['executor']} |")
         if args.out:

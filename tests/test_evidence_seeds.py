@@ -1,12 +1,9 @@
 """Step 2 of the evidence experiment (issue #31): the seeds' profiles, the baselines, the outcomes and the verdict's
 rules by hand, and the whole study end to end on the `ci` model (mechanics only: a random model learns nothing)."""
 
-import contextlib
 import dataclasses
 import json
 import math
-import subprocess
-import sys
 from unittest.mock import patch
 
 import numpy as np
@@ -21,6 +18,7 @@ from repro.io import read_json, write_json, write_jsonl
 from repro.train import evidence_seeds as es
 from repro.train import heldout
 from repro.train.run import selected_step
+from scripts.machine import cores_busy
 
 PASSAGES = [{"contents": "Vell\nVell lies on the Tarn. Anna Berg founded it."},
             {"contents": "Tarn\nThe Tarn is a river. It floods."}]
@@ -187,23 +185,11 @@ def test_the_study_trains_each_seed_scores_every_policy_on_the_same_questions_an
         (tmp_path / "items.jsonl").read_text().splitlines()[0]))
 
 
-@contextlib.contextmanager
-def cores_busy(processes: int = 2):
-    """Other work on the machine: `processes` Python processes spinning on the cores while the block runs."""
-    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(processes)]
-    try:
-        yield
-    finally:
-        for spinner in spinners:
-            spinner.kill()
-            spinner.wait()
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("model", ["tiny_llama_dir", "smollm2_dir"])
 def test_held_out_scores_repeat_byte_for_byte_alone_and_under_load(model, request):
     """Deliverable 6: transformers' greedy scoring, with its fixed batches, gives the same texts and scores beside
-    other work as alone (vLLM's CPU engine did not, D171: its scheduler batches by timing)."""
+    other work as alone (vLLM's engine in processes of its own did not: it batches by timing, D204)."""
     from tests.test_train_e2e import contexts
 
     cfg = load_profile("cpu-evidence")
@@ -213,5 +199,36 @@ def test_held_out_scores_repeat_byte_for_byte_alone_and_under_load(model, reques
         alone = heldout.score_policy(cfg, policy, rows, progress=False)
         with cores_busy():
             loaded = heldout.score_policy(cfg, policy, rows, progress=False)
+    pd.testing.assert_frame_equal(loaded, alone)
+    assert json.dumps(loaded.to_dict("records")) == json.dumps(alone.to_dict("records"))
+
+
+@pytest.mark.slow
+@pytest.mark.vllm
+def test_held_out_scores_on_vllms_in_process_engine_repeat_alone_and_under_load(tiny_llama_dir):
+    """Deliverable 6: vLLM's CPU engine in this process (D193, `tiny`'s held-out engine and options) gets every
+    request before its first step, so its batches do not depend on timing: a fresh engine scores the same bytes
+    beside other work as alone (scripts/vllm_repeatability.py; the engine in processes of its own did not)."""
+    from repro.generation import vllm_backend
+    from tests.test_train_e2e import contexts
+
+    cfg = load_profile("cpu-evidence")
+    cfg = dataclasses.replace(cfg, train=dataclasses.replace(
+        cfg.train, max_completion_length=32, heldout_backend="vllm",
+        heldout_options=load_profile("tiny").train.heldout_options))
+    policy, rows = str(tiny_llama_dir), contexts(3)
+    started, start_engine = [], vllm_backend.start_engine
+
+    def recorded(engine, cpu_reserved_cores, in_process=False):
+        started.append(in_process)
+        return start_engine(engine, cpu_reserved_cores, in_process)
+
+    with patch.object(vllm_backend, "start_engine", recorded):
+        alone = heldout.score_policy(cfg, policy, rows, progress=False)
+        with cores_busy():
+            loaded = heldout.score_policy(cfg, policy, rows, progress=False)
+    # at 3 rows the engine in processes of its own repeated too (3 of 3 tries): what this test can see is the
+    # in-process engine, which the script found repeating on 48 prompts where the other did not
+    assert started == [True, True]
     pd.testing.assert_frame_equal(loaded, alone)
     assert json.dumps(loaded.to_dict("records")) == json.dumps(alone.to_dict("records"))
