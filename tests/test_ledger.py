@@ -11,7 +11,7 @@ from repro.registry import METHODS
 from repro.evaluation.records import RecordFile
 from repro.evaluation.tables import compare_methods
 from repro.ledger import ledger, ledger_html, our_comparisons, paper_name, study_verdict, verdict_counts, write_ledger
-from repro.paper import load_claims, load_paper_tables, select_cells
+from repro.paper import load_claims, load_paper_tables
 from repro.plots import save_table
 
 
