@@ -125,15 +125,18 @@ def oriented_tests(comparisons: pd.DataFrame, stages: Sequence[str], tops: Seque
     for top in tops:
         for other in others:
             forward = rows[(rows["a"] == top) & (rows["b"] == other)]
-            backward = rows[(rows["a"] == other) & (rows["b"] == top)]
-            backward = backward.assign(effect=-backward["effect"], ci_low=-backward["ci_high"],
-                                       ci_high=-backward["ci_low"])
+            backward = _negated(rows[(rows["a"] == other) & (rows["b"] == top)])
             oriented.append(pd.concat([forward, backward]).assign(top=top, other=other))
     tests = pd.concat(oriented, ignore_index=True)
     if sign < 0:
-        tests = tests.assign(effect=-tests["effect"], ci_low=-tests["ci_high"], ci_high=-tests["ci_low"])
+        tests = _negated(tests)
     tests["p_holm"] = stats.holm(tests["p_value"].to_numpy(dtype=float))[0] if len(tests) else []
     return tests
+
+
+def _negated(tests: pd.DataFrame) -> pd.DataFrame:
+    """The tests read the other way round: b − a, with the interval mirrored."""
+    return tests.assign(effect=-tests["effect"], ci_low=-tests["ci_high"], ci_high=-tests["ci_low"])
 
 
 def our_verdict(claim: dict, comparisons: pd.DataFrame, cells: pd.DataFrame) -> dict:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -28,8 +27,6 @@ from repro.registry import METHODS
 
 METRICS = {"em": "EM", "f1": "F1", "cr": "CR", "searches": "avg_searches"}  # the studies' names → the paper's
 CONDITIONS = {"without": "Search-R1", "with": "Search-R1 w/ EviOmni"}  # the agentic study's → Table 5's rows
-
-
 PAPER_NAMES = {m.label: m.paper_method for m in METHODS.values() if m.paper_method}  # e.g. "EviOmni (released)"
 
 
@@ -196,7 +193,7 @@ def _verdict_cell(verdict: str, n: int, detail: str, links: str = "") -> str:
 def _links(row, profile: str) -> str:
     """Links from results/<profile>/claims/ to the tables, executed notebooks and per-item records behind our
     verdict."""
-    files = [s for s in str(row.our_sources).split() if s and s != "nan"]
+    files = row.our_sources.split()
     stages = dict.fromkeys(f.split("/")[0] for f in files)
     anchors = [f'<a href="../{html.escape(f)}">{html.escape(f)}</a>' for f in files]
     anchors += [f'<a href="../{s}/{s}.ipynb">{s}.ipynb</a>' for s in stages]
@@ -211,10 +208,9 @@ def ledger_html(frame: pd.DataFrame, profile: str) -> str:
     summary = " · ".join(f"{side}: " + ", ".join(f"{k} {v}" for k, v in c.items()) for side, c in counts.items())
     body = []
     for row in frame.itertuples():
-        reported_n = 0 if math.isnan(float(row.reported_n)) else int(row.reported_n)
         body.append(f"<tr><td><b>{html.escape(row.id)}</b><br>{html.escape(row.section)}, lines {row.lines}"
                     f"<blockquote>{html.escape(row.words)}</blockquote></td>"
-                    + _verdict_cell(row.reported_verdict, reported_n, row.reported_detail)
+                    + _verdict_cell(row.reported_verdict, row.reported_n, row.reported_detail)
                     + _verdict_cell(row.our_verdict, int(row.our_n), row.our_detail, _links(row, profile)) + "</tr>")
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Claims ledger: {html.escape(profile)}</title>"
             f"<style>{STYLE}</style></head><body><h1>The paper's claims, profile <code>{html.escape(profile)}</code>"

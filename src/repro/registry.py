@@ -70,8 +70,10 @@ METHODS: dict[str, Method] = {m.key: m for m in [
 def settings_of(profile, method: Method):
     """The value at the method's `settings` path of a profile, attribute by attribute; None where a section on the
     way is null (and for a method that reads no settings)."""
-    value = profile if method.settings else None
-    for name in method.settings.split(".") if method.settings else []:
+    if not method.settings:
+        return None
+    value = profile
+    for name in method.settings.split("."):
         value = getattr(value, name, None)
         if value is None:
             return None

@@ -101,7 +101,6 @@ class LLMLingua2(Refiner):
         return {"refiner": "llmlingua2", "model": self.model_id, "token_level_only": True, **settings}
 
 
-
 def build(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> LLMLingua2:
     """The registry's builder (repro.registry): the checkpoint its row's `model_field` names (`model`, or the
     untrained `standin`) under baselines.llmlingua2."""
