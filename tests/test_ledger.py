@@ -7,12 +7,16 @@ import pandas as pd
 import pytest
 
 from repro import claims as rules
-from repro.registry import METHODS
 from repro.evaluation.records import RecordFile
 from repro.evaluation.tables import compare_methods
-from repro.ledger import ledger, ledger_html, our_comparisons, paper_name, study_verdict, verdict_counts, write_ledger
+from repro.io import pipeline_stages
+from repro.ledger import (
+    STUDY_TESTS, STUDY_VERDICTS, ledger, ledger_html, our_comparisons, paper_name, study_verdict, verdict_counts,
+    write_ledger,
+)
 from repro.paper import load_claims, load_paper_tables
 from repro.plots import save_table
+from repro.registry import METHODS
 
 
 def paired(a, b, effect, p, n=50, metric="EM", dataset="NQ", stage="main_comparison"):
@@ -157,3 +161,8 @@ def test_a_study_that_decides_its_own_question_gives_its_verdict_or_where_it_run
     got = study_verdict(claim, tmp_path)
     assert got["our_verdict"] == "inconclusive at n = 600" and got["our_sources"] == "evidence_seeds/verdict.json"
     assert "+2.8 points [+0.2, +5.6]" in got["our_detail"]
+
+
+def test_the_claims_stage_depends_on_the_results_of_every_study_the_ledger_reads():
+    read = {f"results/${{profile}}/{stage}" for stage in [*STUDY_TESTS, *STUDY_VERDICTS]}
+    assert {d for d in pipeline_stages()["claims"]["deps"] if d.startswith("results/")} == read
