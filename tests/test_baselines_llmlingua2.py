@@ -2,6 +2,7 @@
 
 import hashlib
 import re
+import tempfile
 
 import pytest
 
@@ -52,6 +53,22 @@ def tiktoken_ext_cl100k():
     from tiktoken_ext.openai_public import cl100k_base
 
     return cl100k_base()  # reads the cache, never the network
+
+
+def test_without_a_cache_variable_the_vocabulary_goes_where_tiktoken_looks_by_default(tmp_path, monkeypatch):
+    monkeypatch.delenv("TIKTOKEN_CACHE_DIR", raising=False)
+    monkeypatch.delenv("DATA_GYM_CACHE_DIR", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    seeded = seed_tiktoken_cache(assets.CL100K.verified())
+    assert seeded.parent == tmp_path / "data-gym-cache" and seed_tiktoken_cache(assets.CL100K.verified()) == seeded
+    assert [p.name for p in seeded.parent.iterdir()] == [seeded.name]  # no temporary copy left behind
+    assert tiktoken_ext_cl100k()["mergeable_ranks"][b"hello"] == 15339
+
+
+def test_an_empty_cache_variable_is_refused(monkeypatch):
+    monkeypatch.setenv("TIKTOKEN_CACHE_DIR", "")
+    with pytest.raises(ValueError, match="TIKTOKEN_CACHE_DIR is empty"):
+        seed_tiktoken_cache(assets.CL100K.verified())
 
 
 def test_the_standin_is_deterministic_and_named_for_llmlingua(tmp_path, standin):

@@ -14,6 +14,7 @@ from importlinter.api import read_configuration
 from repro import config, costs, registry
 from repro.config import load_profile, read_params
 from repro.evaluation.methods import build_refiner
+from repro.io import pipeline_stages
 from repro.paper import load_paper_tables
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -47,9 +48,19 @@ def test_the_rows_are_what_the_config_and_the_cost_model_read():
                                                                   "eviomni", "eviomni_released"}
     for name in read_params()["profiles"]:  # every settings path a listed method reads exists in every profile
         cfg = load_profile(name)
-        for section in config.EVIOMNI_STUDIES:
+        for section in registry.METHOD_LISTS:
             for key in getattr(cfg, section).methods if getattr(cfg, section) else []:
                 assert registry.missing_settings(cfg, registry.METHODS[key]) is None, (name, key)
+
+
+def test_the_stages_a_row_names_are_stages_and_each_method_list_has_its_stage():
+    stages = pipeline_stages(ROOT / "dvc.yaml")
+    assert {s for m in registry.METHODS.values() for s in m.stages} <= set(stages)
+    assert set(registry.METHOD_LISTS.values()) <= set(stages)
+    for section in registry.METHOD_LISTS:  # a section of the profile whose `methods` are registry keys
+        hint = typing.get_type_hints(config.Profile)[section]
+        (section_class,) = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+        assert typing.get_type_hints(section_class)["methods"] == list[config.EvaluationMethod], section
 
 
 def test_a_listed_method_without_its_settings_names_the_key(tmp_path):

@@ -436,6 +436,8 @@ def test_score_of_any_response_is_in_the_unit_interval(response, outputs, golden
                                                                           max_size=4 * g))),
        st.floats(0, 1))
 @example((2, [0.0, 3.167025113347791e-159]), 0.0)  # the population std of tiny rewards underflowed (was 1.00000008)
+@example((3, [699051.0333134157] * 3), 0.0)  # the mean's rounding error was scaled up to advantages of 1
+@example((3, [699051.0, 699051.0, 699051.03125]), 0.0)  # ... and skewed them past sqrt(G - 1)
 def test_advantages_of_any_finite_rewards_are_finite_and_centred(group_and_rewards, eps_std):
     group_size, rewards = group_and_rewards
     rewards = rewards[: len(rewards) - len(rewards) % group_size]

@@ -7,8 +7,8 @@ import pytest
 
 from repro import tags
 from repro.data.sentences import random_sentence
-from repro.train.warmup import (format_only_prefix, format_only_target, model_answers, prompt_messages,
-                                warmup_examples)
+from repro.train.data import extraction_prompt
+from repro.train.warmup import format_only_prefix, format_only_target, model_answers, warmup_examples
 
 ROW = {"id": "q1", "question": "Who designed the Eiffel Tower?", "golden_answers": ["Gustave Eiffel", "Eiffel"],
        "passages": [{"contents": "Paris\nParis is the capital. Eiffel lived here."},
@@ -32,11 +32,11 @@ def test_a_written_answer_closes_the_prefix_and_a_blank_one_falls_back_to_the_sp
         return ["Gustave Eiffel", ""] * (len(prompts) // 2)
 
     examples = warmup_examples(ROWS, max_questions=4, seed=0, answers=writer)
-    kept = [next(row for row in ROWS if prompt_messages(row) == e["prompt"]) for e in examples]
+    kept = [next(row for row in ROWS if extraction_prompt(row) == e["prompt"]) for e in examples]
     assert [e["completion"][0]["content"] for e in examples] == [
         format_only_target(kept[0], 0, "Gustave Eiffel"), format_only_target(kept[1], 0),
         format_only_target(kept[2], 0, "Gustave Eiffel"), format_only_target(kept[3], 0)]
-    assert seen == [(prompt_messages(row), format_only_prefix(row, 0)) for row in kept]  # the prompt and prefix only
+    assert seen == [(extraction_prompt(row), format_only_prefix(row, 0)) for row in kept]  # the prompt and prefix only
     with pytest.raises(ValueError, match="answers applies to format_only"):
         warmup_examples(ROWS, 4, 0, "string_inclusion", answers=writer)
 

@@ -14,7 +14,9 @@ other modules, with:
 model it reads) cannot change an output, and following it would make every stage stale with each such change.
 
 A package whose every module is needed is listed as its directory. `dvc.yaml` holds the result under each stage's
-`deps:`, beside the data, notebook and requirement files kept by hand:
+`deps:`, beside the data, notebook and requirement files kept by hand. Of those, the check also holds a stage that
+evaluates a profile's methods (`repro.registry.METHOD_LISTS`) to depend on an output of every stage a method's
+row names (`Method.stages`: its weights, its adapter), so that any method a profile lists there runs on fresh inputs:
 
     python -m repro.pipeline_deps            # check: exit 1, printing each stage's missing and extra entries
     python -m repro.pipeline_deps --write    # rewrite the src/ entries of every stage's deps in place
@@ -31,7 +33,9 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 
+from repro.config import TRAINED_EVIOMNI
 from repro.io import PIPELINE_FILE, pipeline_stages
+from repro.registry import METHOD_LISTS, METHODS
 
 PACKAGE = "repro"
 SRC = Path("src")
@@ -176,6 +180,33 @@ def differences(pipeline: Path = PIPELINE_FILE) -> dict[str, dict[str, list[str]
     return found
 
 
+def _path(entry: str | dict) -> str:
+    return entry if isinstance(entry, str) else next(iter(entry))
+
+
+def _covers(dep: str, out: str) -> bool:
+    return dep == out or out.startswith(f"{dep}/") or dep.startswith(f"{out}/")
+
+
+def missing_method_inputs(pipeline: Path = PIPELINE_FILE) -> dict[str, list[str]]:
+    """Per stage evaluating a method list (METHOD_LISTS): the methods whose row names a stage none of whose outputs it depends
+    on, as "method: stage (its outputs)". `${eviomni}` reads as the trained run's path: under the released switch the
+    `eviomni` method becomes `eviomni_released` (`repro.config.with_released_eviomni`)."""
+    stages = pipeline_stages(pipeline)
+    found = {}
+    for stage in METHOD_LISTS.values():
+        deps = [_path(d).replace("${eviomni}", TRAINED_EVIOMNI) for d in stages[stage].get("deps", [])]
+        lacking = []
+        for method in METHODS.values():
+            for needed in method.stages:
+                outs = [_path(o) for o in stages[needed].get("outs", [])]
+                if not any(_covers(dep, out) for dep in deps for out in outs):
+                    lacking.append(f"{method.key}: {needed} ({', '.join(outs)})")
+        if lacking:
+            found[stage] = lacking
+    return found
+
+
 def rewrite(pipeline: Path = PIPELINE_FILE) -> list[str]:
     """Replace the src/ entries of every stage's deps in `pipeline` by the derived ones, at the place of the first
     (the other lines, comments included, stay as they are), or at the end of its deps when it lists none yet (a new
@@ -224,8 +255,13 @@ def main(argv: list[str] | None = None) -> None:
     found = differences()
     for stage, diff in found.items():
         print(f"{PIPELINE_FILE}: stage {stage}: missing {diff['missing']}, not imported {diff['extra']}")
-    if found:
-        sys.exit(f"{len(found)} stage(s) disagree with the import graph; run `python -m repro.pipeline_deps --write`")
+    unfed = missing_method_inputs()
+    for stage, lacking in unfed.items():
+        print(f"{PIPELINE_FILE}: stage {stage} evaluates methods that read stages it does not depend on; add an "
+              f"output of each to its deps: {lacking}")
+    if found or unfed:
+        sys.exit(f"{len(found)} stage(s) disagree with the import graph (run `python -m repro.pipeline_deps "
+                 f"--write`), {len(unfed)} lack a method's inputs (add them by hand)")
 
 
 if __name__ == "__main__":

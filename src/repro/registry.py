@@ -6,8 +6,10 @@ Everything else that knows a method reads its row: the `EvaluationMethod` values
 profile must hold for it (checked when the profile loads), the price the cost model gives it (`repro.costs`) and the
 paper's name the claims ledger reads it under (`repro.ledger`). Adding a baseline is its module (a refiner and a
 `build(key, cfg, pool, params)` function), a row here, its settings class in `repro.config` with a field where the
-row's `settings` points, and its values in params.yaml. Nothing here imports the code it names: `tests/test_registry.py`
-resolves every row and checks that its builder sits in a layer `repro.evaluation.methods` may import.
+row's `settings` points, and its values in params.yaml; one with weights of its own names the stage that writes them
+(`stages`), and `python -m repro.pipeline_deps` checks that every stage evaluating a method list (`METHOD_LISTS`)
+depends on it. Nothing here imports the code it names: `tests/test_registry.py` resolves every row and checks that its
+builder sits in a layer `repro.evaluation.methods` may import.
 
 A reward design's row names its score function in `repro.rewards` (the paper's formulas), the inputs it reads
 (`INPUTS`: the rollout's columns and the objects the trainer passes) and the `rewards.*` settings it reads beyond the
@@ -42,29 +44,35 @@ class Method:
     settings: str | None = None  # the profile section it reads (dotted, e.g. "baselines.recomp"); None: none
     model_field: str | None = None  # the field of `settings` that names a compressor's model
     tagged: bool = False  # a rational extractor: evidence read from `<extract>`, else the untagged output (D9)
+    stages: tuple[str, ...] = ()  # the dvc.yaml stages whose outputs its refiner reads (its weights, its adapter)
 
 
 METHODS: dict[str, Method] = {m.key: m for m in [
     Method("zero", "Zero", "WR", "Zero", "repro.evaluation.methods:closed_book", "answer"),
     Method("full", "Full", "WR", "Full", "repro.evaluation.methods:full_passages", "answer"),
     Method("selective_context", "SeleCtx", "VAR", "SeleCtx", "repro.baselines.selective_context:build",
-           "compressor", "baselines.selective_context", "model"),
+           "compressor", "baselines.selective_context", "model", stages=("assets",)),
     Method("llmlingua2", "LLMLingua-2", "VAR", "LLMLingua-2", "repro.baselines.llmlingua2:build", "compressor",
-           "baselines.llmlingua2", "model"),
+           "baselines.llmlingua2", "model", stages=("assets",)),
     Method("llmlingua2_standin", "LLMLingua-2 (untrained stand-in)", "VAR", "LLMLingua-2",  # an UNTRAINED head
-           "repro.baselines.llmlingua2:build", "compressor", "baselines.llmlingua2", "standin"),
+           "repro.baselines.llmlingua2:build", "compressor", "baselines.llmlingua2", "standin", stages=("assets",)),
     Method("recomp", "RECOMP", "VAR", "RECOMP", "repro.baselines.recomp:build", "compressor", "baselines.recomp",
-           "model"),
-    Method("cot", "CoT", "RAR", "CoT", "repro.evaluation.methods:prompted_refiner", "llm"),
+           "model", stages=("assets",)),
+    Method("cot", "CoT", "RAR", "CoT", "repro.evaluation.methods:prompted_refiner", "llm", stages=("assets",)),
     Method("prompted_extractor", "Prompted extraction", "RAR", None,  # Table 14 on the untrained extractor
-           "repro.evaluation.methods:prompted_refiner", "llm", tagged=True),
+           "repro.evaluation.methods:prompted_refiner", "llm", tagged=True, stages=("assets",)),
     Method("eviomni", "EviOmni", "RAR", "EviOmni", "repro.evaluation.methods:prompted_refiner", "llm_own_engine",
-           tagged=True),
+           tagged=True, stages=("train_eviomni",)),
     Method("eviomni_released", "EviOmni (released)", "RAR", "EviOmni", "repro.evaluation.methods:prompted_refiner",
-           "llm_own_engine", "models.released_extractor", tagged=True),
-    Method("filco", "FilCo", "VAR", "FilCo", "repro.baselines.filco:build", "llm", "filco"),
-    Method("seer", "SEER", "VAR", "SEER", "repro.baselines.seer:build", "llm", "seer"),
+           "llm_own_engine", "models.released_extractor", tagged=True, stages=("released_extractor",)),
+    Method("filco", "FilCo", "VAR", "FilCo", "repro.baselines.filco:build", "llm", "filco", stages=("filco_train",)),
+    Method("seer", "SEER", "VAR", "SEER", "repro.baselines.seer:build", "llm", "seer", stages=("seer_train",)),
 ]}
+# The profile sections that list methods (Tables 2, 4, 9-10, Figure 5) and the dvc.yaml stage that evaluates each
+# list: the stage depends on an output of every method's `stages` (checked by `python -m repro.pipeline_deps`), and
+# `eviomni: released_extractor` rewrites these lists.
+METHOD_LISTS = {"evaluation": "main_comparison", "latency": "latency", "distractor": "distractor_setting",
+                "noise_robustness": "noise_robustness"}
 
 
 def settings_of(profile, method: Method):

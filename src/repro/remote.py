@@ -39,9 +39,9 @@ from typing import Protocol
 import yaml
 
 from repro.assets import EXTERNAL_DIR, AssetError, fetched_dir, is_hub_id, sha256_file
-from repro.config import EVIOMNI_STUDIES, RELEASED_EVIOMNI, FetchConfig, Profile, load_profile, walk
+from repro.config import RELEASED_EVIOMNI, FetchConfig, Profile, load_profile, walk
 from repro.io import atomic_dir, atomic_path, write_json, write_text
-from repro.registry import REWARD_DESIGNS
+from repro.registry import METHOD_LISTS, REWARD_DESIGNS
 
 MANIFEST = EXTERNAL_DIR / "manifest.json"
 WIKI18 = EXTERNAL_DIR / "wiki-18.jsonl"
@@ -157,7 +157,7 @@ def references(cfg: Profile) -> dict[str, str]:
       reward-design study, which scores every design's evidence with it (NLI support rate) whatever its rows;
     - ar_study.teacher.model: only a local teacher (backend vllm or transformers); an API's is a served name."""
     released = cfg.eviomni == RELEASED_EVIOMNI or (cfg.agentic is not None and cfg.agentic.extractor is None) or any(
-        "eviomni_released" in study.methods for study in (getattr(cfg, s) for s in EVIOMNI_STUDIES) if study)
+        "eviomni_released" in study.methods for study in (getattr(cfg, s) for s in METHOD_LISTS) if study)
     nli = cfg.reward_designs is not None or (cfg.train is not None and
                                              "nli" in REWARD_DESIGNS[cfg.rewards.design].requires)
     local_teacher = cfg.ar_study is not None and cfg.ar_study.teacher.backend in ("vllm", "transformers")

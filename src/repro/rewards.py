@@ -184,6 +184,8 @@ def clipped_group_advantages(rewards: Sequence[float], group_size: int, eps_std:
         raise ValueError(f"eps_std must be non-negative, got {eps_std}")
     groups = values.reshape(-1, group_size)
     centred = groups - groups.mean(axis=1, keepdims=True)
+    centred -= centred.mean(axis=1, keepdims=True)  # the rounding of a large mean, which skews every deviation
+    centred[np.ptp(groups, axis=1) == 0] = 0.0  # equal rewards: what is left of that rounding is no signal
     # the std of centred / max|centred| times max|centred|: squaring tiny rewards would underflow to subnormals
     spread = np.abs(centred).max(axis=1, keepdims=True)
     unit = centred / np.where(spread > 0, spread, 1.0)

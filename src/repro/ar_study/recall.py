@@ -31,6 +31,7 @@ from repro.assets import resolve
 from repro.config import ArRecallConfig, Profile
 from repro.data import layout
 from repro.data.answers import answer_in_passages
+from repro.data.qa import read_contexts
 from repro.data.splits import sample_rows
 from repro.evaluation.records import RecordFile, process_resumably
 from repro.generation import GenerationParams
@@ -38,7 +39,6 @@ from repro.generation.pool import ModelPool
 from repro.io import fingerprint, model_fingerprint
 from repro.metrics import answer_recall, normalize_answer, text_length
 from repro.prompts import EVIDENCE_EXTRACTION_TEMPLATE, EVIDENCE_STOP, render_chat
-from repro.retrieval.quality import read_contexts
 from repro.tags import extract_evidence, extract_rationale, is_well_formatted
 
 AR_FIELDS = ("id", "question", "golden_answers", "variant", "output", "rationale", "evidence", "ar_evidence",

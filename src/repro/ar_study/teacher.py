@@ -33,6 +33,7 @@ from repro.assets import resolve
 from repro.config import ArTeacherConfig, Profile
 from repro.data import layout
 from repro.data.answers import answer_in_passages, first_answer_sentence
+from repro.data.qa import read_contexts
 from repro.data.splits import sample_rows
 from repro.evaluation.records import RecordFile, process_resumably
 from repro.generation import GenerationParams, Generator
@@ -41,7 +42,6 @@ from repro.io import fingerprint, model_fingerprint
 from repro.metrics import answer_recall, exact_match
 from repro.prompts import (EVIDENCE_EXTRACTION_TEMPLATE, chat_messages, evidence_extraction_prompt, passages_document,
                            render_chat)
-from repro.retrieval.quality import read_contexts
 from repro.tags import extract_answer, extract_evidence, extract_rationale
 
 KEPT = "kept"

@@ -34,6 +34,7 @@ from transformers import AutoTokenizer
 from repro.assets import resolve
 from repro.config import FilCoConfig, Profile, load_profile
 from repro.data import layout
+from repro.data.qa import read_contexts
 from repro.data.splits import sample_rows
 from repro.evaluation.refiners import PromptedRefiner
 from repro.generation import GenerationParams
@@ -42,7 +43,6 @@ from repro.io import fingerprint, model_fingerprint, write_jsonl
 from repro.metrics import f1
 from repro.preflight import require
 from repro.prompts import chat_messages, format_passages, passage_title_and_text
-from repro.retrieval.quality import read_contexts
 from repro.train.sft import LoRARun, fitting_examples, train_lora
 
 # FilCo's M_ctx instruction for NQ, TQA and HotpotQA (zorazrw/filco convert_dataset.py, MCTX_INSTR_MAP), followed

@@ -32,7 +32,7 @@ from repro.config import LLMLingua2Config, Profile
 from repro.evaluation.refiners import Refinement, Refiner
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
-from repro.io import model_fingerprint
+from repro.io import atomic_path, model_fingerprint
 from repro.registry import METHODS
 from repro.prompts import passages_document
 
@@ -41,14 +41,25 @@ CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.t
 WORD_MERGING_NAMES = ("bert-base-multilingual-cased", "xlm-roberta-large")
 
 
+def tiktoken_cache_dir() -> Path:
+    """Where tiktoken reads its download cache (`tiktoken.load.read_file_cached`): TIKTOKEN_CACHE_DIR, else
+    DATA_GYM_CACHE_DIR, else data-gym-cache in the temporary directory."""
+    for variable in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if variable in os.environ:
+            if not os.environ[variable]:
+                raise ValueError(f"{variable} is empty, which turns tiktoken's cache off: llmlingua would download "
+                                 f"cl100k_base; unset it or name a directory")
+            return Path(os.environ[variable])
+    return Path(tempfile.gettempdir()) / "data-gym-cache"
+
+
 def seed_tiktoken_cache(vocabulary: str | os.PathLike) -> Path:
-    """Copy cl100k_base.tiktoken where tiktoken reads its download cache (TIKTOKEN_CACHE_DIR, set to a fresh
-    temporary directory when unset), so `tiktoken.encoding_for_model("gpt-3.5-turbo")` needs no network."""
-    cache = Path(os.environ.setdefault("TIKTOKEN_CACHE_DIR", tempfile.mkdtemp(prefix="tiktoken-")))
-    cache.mkdir(parents=True, exist_ok=True)
-    target = cache / hashlib.sha1(CL100K_URL.encode()).hexdigest()
+    """Copy cl100k_base.tiktoken where tiktoken looks for its download (atomically: processes may seed at once), so
+    `tiktoken.encoding_for_model("gpt-3.5-turbo")` needs no network."""
+    target = tiktoken_cache_dir() / hashlib.sha1(CL100K_URL.encode()).hexdigest()
     if not target.exists():
-        shutil.copyfile(vocabulary, target)
+        with atomic_path(target) as tmp:
+            shutil.copyfile(vocabulary, tmp)
     return target
 
 

@@ -40,6 +40,7 @@ from repro.assets import resolve
 from repro.config import Profile, SEERConfig, load_profile
 from repro.data import layout
 from repro.data.answers import answer_in_passages
+from repro.data.qa import read_contexts
 from repro.data.splits import sample_rows
 from repro.evaluation.answering import qa_adapter
 from repro.evaluation.records import RecordFile
@@ -53,7 +54,6 @@ from repro.metrics import normalize_answer
 from repro.preflight import require
 from repro.prompts import chat_messages, passages_document, qa_messages
 from repro.retrieval.encoders import TextEncoder
-from repro.retrieval.quality import read_contexts
 from repro.train.sft import LoRARun, example_length, train_lora
 
 # D71: SEER's extraction prompt is not public offline; ours asks for the three properties its experts reward.

@@ -25,7 +25,7 @@ from repro.config.training import (
 )
 from repro.config.studies import (
     AblationConfig, AnswerKey, BaselinesConfig, DesignRow, DistractorConfig, EvaluationConfig, EvaluationMethod,
-    EvidenceConfig, EVIOMNI_SOURCES, EVIOMNI_STUDIES, LatencyConfig, LengthTuningConfig, LLMLingua2Config,
+    EvidenceConfig, EVIOMNI_SOURCES, LatencyConfig, LengthTuningConfig, LLMLingua2Config,
     NoiseRobustnessConfig, RecompConfig, RELEASED_EVIOMNI, ReleasedCheckConfig, RewardDesignsConfig,
     SelectiveContextConfig, TRAINED_EVIOMNI,
 )

@@ -15,11 +15,11 @@ from repro.config.rewards import RewardsConfig
 from repro.config.schema import _build, _check_value, ConfigError, PARAMS_FILE, read_params
 from repro.config.studies import (
     AblationConfig, BaselinesConfig, DesignRow, DistractorConfig, EvaluationConfig, EvidenceConfig, EVIOMNI_SOURCES,
-    EVIOMNI_STUDIES, LatencyConfig, LengthTuningConfig, NoiseRobustnessConfig, RELEASED_EVIOMNI, ReleasedCheckConfig,
+    LatencyConfig, LengthTuningConfig, NoiseRobustnessConfig, RELEASED_EVIOMNI, ReleasedCheckConfig,
     RewardDesignsConfig, TRAINED_EVIOMNI,
 )
 from repro.config.training import FilCoConfig, QAGeneratorConfig, SEERConfig, TrainConfig
-from repro.registry import METHODS, missing_settings
+from repro.registry import METHOD_LISTS, METHODS, missing_settings
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,13 +109,13 @@ def with_overrides(cfg: Profile, overrides: typing.Mapping[str, Any]) -> Profile
 
 def with_released_eviomni(cfg: Profile, where: str) -> Profile:
     """`cfg` under `eviomni: released_extractor`: the studies evaluate models.released_extractor in place of the
-    trained extractor, i.e. method `eviomni` becomes `eviomni_released` in every list of EVIOMNI_STUDIES (once, where
+    trained extractor, i.e. method `eviomni` becomes `eviomni_released` in every list of METHOD_LISTS (once, where
     the list names both). None of them then reads the GRPO run (D132); Table 3 trains, and may reuse it (D165)."""
     if cfg.models.released_extractor is None:
         raise ConfigError(f"{where}.models.released_extractor: null, but params.yaml's top-level `eviomni` is "
                           f"'{RELEASED_EVIOMNI}'; name the released checkpoint or set `eviomni: {TRAINED_EVIOMNI}`")
     sections = {}
-    for section in EVIOMNI_STUDIES:
+    for section in METHOD_LISTS:
         settings = getattr(cfg, section)
         if settings is not None:
             methods = ["eviomni_released" if m == "eviomni" else m for m in settings.methods]
@@ -144,7 +144,7 @@ def load_profile(name: str | None = None, params_path: str | Path = PARAMS_FILE)
 
 def _check_method_settings(cfg: Profile, where: str) -> None:
     """Each method a study lists has the settings its registry row reads (`repro.registry.missing_settings`)."""
-    for section in EVIOMNI_STUDIES:
+    for section in METHOD_LISTS:
         listed = getattr(cfg, section)
         for key in listed.methods if listed is not None else []:
             if missing := missing_settings(cfg, METHODS[key]):

@@ -300,16 +300,8 @@ class LatencyConfig:
 # The top-level `eviomni` key of params.yaml: which EviOmni extractor the evaluation stages read, named by the
 # directory under data/<profile>/ that dvc.yaml makes them depend on (D132).
 TRAINED_EVIOMNI = "train/eviomni"  # the dev-selected checkpoint of the profile's GRPO run (stage train_eviomni)
-
-
 RELEASED_EVIOMNI = "released_extractor"  # models.released_extractor, no training (stage released_extractor)
-
-
 EVIOMNI_SOURCES = (TRAINED_EVIOMNI, RELEASED_EVIOMNI)
-
-
-# The studies whose method lists `eviomni: released_extractor` rewrites: Tables 2, 4, 9-10 and Figure 5.
-EVIOMNI_STUDIES = ("evaluation", "latency", "distractor", "noise_robustness")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -19,14 +19,14 @@ from repro.assets import resolve
 from repro.config import EvaluationConfig, Profile
 from repro.data import layout
 from repro.data.answers import answer_in_passages
+from repro.data.qa import read_contexts
 from repro.data.splits import sample_rows
 from repro.evaluation.methods import build_answerer, build_refiner
-from repro.registry import METHODS
 from repro.evaluation.refiners import Refiner
 from repro.evaluation.runner import evaluate
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
-from repro.retrieval.quality import read_contexts
+from repro.registry import METHODS
 
 MAIN_COMPARISON = "main_comparison"
 DISTRACTOR_SETTING = "distractor_setting"

@@ -31,12 +31,17 @@ def gold_passages(passages: Sequence[dict], golden_answers: Sequence[str]) -> li
     return [i for i, p in enumerate(passages, start=1) if has_answer(p["contents"], golden_answers)]
 
 
+def extraction_prompt(row: dict) -> list[dict]:
+    """GRPO's prompt for a contexts row (QA row + `passages`, see repro.data.layout)."""
+    return prompts.extraction_messages(row["question"], prompts.format_passages(row["passages"]))
+
+
 def extraction_row(row: dict, tokenizer, length_unit: str) -> dict:
-    """The training row of one contexts row (QA row + `passages`, see repro.data.layout)."""
+    """The training row of one contexts row."""
     passages = prompts.format_passages(row["passages"])
     return {
         "id": str(row["id"]),
-        "prompt": prompts.extraction_messages(row["question"], passages),
+        "prompt": extraction_prompt(row),
         "question": row["question"],
         "passages": passages,
         "golden_answers": list(row["golden_answers"]),

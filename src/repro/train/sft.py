@@ -46,11 +46,11 @@ from repro.assets import resolve
 from repro.config import LaunchedLoRAConfig, LoRASFTConfig, Profile, SEERConfig, load_profile
 from repro.data import layout
 from repro.data.answers import answer_in_passages
+from repro.data.qa import read_contexts
 from repro.data.splits import sample_rows
 from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json, write_jsonl
 from repro.preflight import require
 from repro.prompts import passages_document, qa_messages
-from repro.retrieval.quality import read_contexts
 from repro.train.checkpoints import last_checkpoint, recorded_fingerprint
 from repro.train.fused_head import compact_fused_lm_head_on_cpu
 from repro.train.launch import PARAMS, launch, launch_dir, launcher_processes

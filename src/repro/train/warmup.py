@@ -47,12 +47,13 @@ from repro.assets import resolve
 from repro.config import Profile, WarmupTargets, load_profile
 from repro.data import layout
 from repro.data.answers import first_answer_sentence
+from repro.data.qa import read_contexts
 from repro.data.sentences import keyed_rng, random_sentence
 from repro.data.splits import sample_rows
 from repro.generation import GenerationParams, make_generator
 from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json
-from repro.prompts import extraction_messages, format_passages, render_chat
-from repro.retrieval.quality import read_contexts
+from repro.prompts import render_chat
+from repro.train.data import extraction_prompt
 from repro.train.lora_policy import merged_model
 from repro.train.sft import fit_lora_sft, fitting_examples, sft_args
 
@@ -113,11 +114,6 @@ def warmup_target(row: dict, targets: WarmupTargets, seed: int) -> str | None:
                      f"choose one of {list(typing.get_args(WarmupTargets))}")
 
 
-def prompt_messages(row: dict) -> list[dict]:
-    """GRPO's own prompt for a contexts row."""
-    return extraction_messages(row["question"], format_passages(row["passages"]))
-
-
 def model_answers(model: str, prompts: Sequence[list[dict]], prefixes: Sequence[str], dtype: str,
                   max_new_tokens: int, progress: bool = True) -> list[str]:
     """`model`'s greedy answer after each rollout prefix (the prompt's turns, then the prefix up to `<answer>`), on
@@ -141,7 +137,7 @@ def warmup_examples(rows: list[dict], max_questions: int, seed: int, targets: Wa
     target's prefix, or the span of D141 where it writes nothing (D189); it sees the prompt and the prefix only."""
     by_id = {row["id"]: target for row in rows if (target := warmup_target(row, targets, seed)) is not None}
     kept = sample_rows([row for row in rows if row["id"] in by_id], max_questions, seed)
-    prompts = [prompt_messages(row) for row in kept]
+    prompts = [extraction_prompt(row) for row in kept]
     if answers is not None:
         if targets != "format_only":
             raise ValueError(f"train.format_warmup.answers applies to format_only targets, not {targets!r}")
