@@ -26,12 +26,20 @@ os.chdir(ROOT)
 
 
 @pytest.fixture(scope="session")
-def smollm2_dir(tmp_path_factory) -> Path:
-    """SmolLM2-135M-Instruct exported from its packaged GGUF, once per session (about 20 s)."""
-    from repro.assets import export_smollm2
+def smollm2_dir(tmp_path_factory, worker_id) -> Path:
+    """SmolLM2-135M-Instruct exported from its packaged GGUF (about 20 s), once per run: under xdist the first
+    worker to ask exports it into the run's directory, which all workers share; the tests only read it."""
+    from filelock import FileLock
 
-    path = tmp_path_factory.mktemp("smollm2-135m-instruct")
-    export_smollm2(path)
+    from repro.assets import export_smollm2
+    from repro.io import atomic_dir
+
+    run_dir = tmp_path_factory.getbasetemp()
+    path = (run_dir if worker_id == "master" else run_dir.parent) / "smollm2-135m-instruct"
+    with FileLock(f"{path}.lock"):
+        if not path.exists():
+            with atomic_dir(path) as tmp:
+                export_smollm2(tmp)
     return path
 
 

@@ -103,11 +103,10 @@ def test_the_converted_tokenizer_is_cached_by_gguf_and_version_and_a_damaged_cop
 
 
 @pytest.mark.slow
-def test_smollm2_export_loads_without_gguf_and_answers(tmp_path):
-    assets.export_smollm2(tmp_path)
-    assert not list(tmp_path.glob("*.gguf")) and (tmp_path / "model.safetensors").is_file()
-    tok = AutoTokenizer.from_pretrained(tmp_path)
-    model = AutoModelForCausalLM.from_pretrained(tmp_path, dtype=torch.float32, use_safetensors=True)
+def test_smollm2_export_loads_without_gguf_and_answers(smollm2_dir):  # the fixture is `assets.export_smollm2`
+    assert not list(smollm2_dir.glob("*.gguf")) and (smollm2_dir / "model.safetensors").is_file()
+    tok = AutoTokenizer.from_pretrained(smollm2_dir)
+    model = AutoModelForCausalLM.from_pretrained(smollm2_dir, dtype=torch.float32, use_safetensors=True)
     assert model.num_parameters() == 134_515_008
     inputs = tok.apply_chat_template([{"role": "user", "content": "What is the capital of France?"}],
                                      add_generation_prompt=True, return_tensors="pt", return_dict=True)

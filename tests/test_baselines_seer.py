@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from conftest import ROOT
 from safetensors.torch import load_file
 
 from repro.assets import MINILM_WEIGHTS
@@ -117,8 +118,9 @@ def test_the_assessor_scores_every_candidate_with_the_qa_generator_and_the_encod
 
 
 def test_one_dpo_step_of_two_processes_on_the_built_pairs_saves_an_adapter(tmp_path, tiny_llama_dir):
-    cfg = load_profile("ci")  # seer.accelerate_config: cpu-2proc.yaml
-    seer = dataclasses.replace(cfg.seer, max_steps=1, per_device_batch_size=1, gradient_accumulation_steps=1)
+    cfg = load_profile("ci")
+    seer = dataclasses.replace(cfg.seer, max_steps=1, per_device_batch_size=1, gradient_accumulation_steps=1,
+                               accelerate_config=str(ROOT / "configs/accelerate/cpu-2proc.yaml"))
     cfg = dataclasses.replace(cfg, seer=seer)
     record = {"id": "q1", "candidates": [
         {"evidence": "Paris is the capital.", "faithfulness": 1.0, "helpfulness": 0.9, "conciseness": 0.8},

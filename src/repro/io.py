@@ -120,7 +120,7 @@ PIPELINE_FILE = Path("dvc.yaml")  # read from the working directory, the reposit
 def pipeline_stages(path: str | os.PathLike = PIPELINE_FILE) -> dict[str, dict]:
     """dvc.yaml's stages, in their order: the one list of stages that the cost model, the preflight and the derived
     code dependencies read."""
-    stages = (yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}).get("stages")
+    stages = (yaml.load(Path(path).read_text(encoding="utf-8"), Loader=yaml.CSafeLoader) or {}).get("stages")
     if not isinstance(stages, dict) or not stages:
         raise InputError(path, "no `stages:` mapping")
     return stages

@@ -116,7 +116,7 @@ def _check_finite(value: Any, where: str, path: str = "") -> None:
 
 def read_params(params_path: str | Path = PARAMS_FILE) -> dict:
     """params.yaml as a dict; a duplicate key, a NaN or an infinity is a ConfigError naming its key path (D107)."""
-    loader = yaml.SafeLoader(Path(params_path).read_text(encoding="utf-8"))
+    loader = yaml.CSafeLoader(Path(params_path).read_text(encoding="utf-8"))
     try:
         node = loader.get_single_node()
         if node is not None:

@@ -23,7 +23,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from transformers import AutoTokenizer
 
 from repro import metrics, stats, tags
 from repro.assets import resolve
@@ -35,7 +34,6 @@ from repro.data.sentences import keyed_rng, passage_sentences
 from repro.data.splits import sample_rows
 from repro.generation import GenerationParams, make_generator
 from repro.masking import ANSWER_PROMPTS, knowledge_masked_contexts
-from repro.train.warmup import starting_policy
 
 BATCH_SIZE = 16  # prompts per transformers batch, as the held-out scoring (repro.train.heldout)
 EVIDENCE = ("answer", "none")  # e = a sentence holding a golden answer; e = a sentence holding none
@@ -63,6 +61,8 @@ def gate_items(reader: str, rows: Sequence[dict], rewards: RewardsConfig, seed: 
                dtype: str = "float32", progress: bool = True) -> pd.DataFrame:
     """One row per question and kind of evidence: the sentence, the reader's greedy o_e from Eq. 4's evidence
     context under `rewards` (mask mode, answer prefill, prompt) and its F1 and EM against the golden answers."""
+    from transformers import AutoTokenizer
+
     tokenizer = AutoTokenizer.from_pretrained(reader)
     items, texts = [], []
     for row in rows:
@@ -121,6 +121,8 @@ def run_gate(cfg: Profile, progress: bool = True) -> GateResult:
     """The gate of `cfg.evidence` on `gate_questions` rows of the training split's contexts: readers `start` (the
     starting policy, whose o_e GRPO's first steps reward) and `base` (`models.extractor`), each under both
     `rewards.masked_answer_prompt` readings (D148); the profile's own reading of the starting policy decides."""
+    from repro.train.warmup import starting_policy  # the training stack, loaded only where the gate runs
+
     evidence, rewards = cfg.evidence, cfg.rewards
     path = layout.contexts_path(cfg, cfg.train.dataset, "train")
     rows = gate_rows(read_contexts(path), evidence.gate_questions, cfg.seed)

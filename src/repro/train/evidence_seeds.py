@@ -27,33 +27,29 @@ they depend on.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from repro import masking, metrics, rewards, stats, tags
+from repro import metrics, stats
 from repro.config import Profile, with_overrides
 from repro.data import layout
 from repro.data.corpus import split_contents
 from repro.data.sentences import keyed_rng, passage_sentences, random_sentence
-from repro.generation import transformers_backend
 from repro.io import fingerprint, model_fingerprint, read_json, read_jsonl, write_json, write_jsonl, write_text
-from repro.train import evidence_probe, heldout, rollout, rollout_reward
-from repro.train.evidence_probe import probe_items
-from repro.train.heldout import heldout_rows, policy_evidence, score_policy
 from repro.train.logs import TrainRun
-from repro.train.rollout import MASKED_TARGETS
-from repro.train.run import train_extractor
-from repro.train.warmup import starting_policy
 
 STUDY = "evidence_seeds"
 START = "start"
 ALPHA = 0.05
 PLAN = {"questions": 200, "seeds": 3}  # below these, the numbers show the mechanics, not a measurement
-SCORING_MODULES = (heldout, evidence_probe, rollout, rollout_reward, rewards, masking, metrics, tags,
-                   transformers_backend)
+# the code a policy's scores depend on; named, not imported: a profile without the study loads no training stack
+SCORING_MODULES = ("repro.train.heldout", "repro.train.evidence_probe", "repro.train.rollout",
+                   "repro.train.rollout_reward", "repro.rewards", "repro.masking", "repro.metrics", "repro.tags",
+                   "repro.generation.transformers_backend")
 ITEM_COLUMNS = ["id", "answerable", "rollout", "o_e", "reward_format", "ar_evidence", "evidence_words",
                 "ar_random_span", "sentences", "answer_sentences", "answer_share"]
 
@@ -113,6 +109,10 @@ def score_items(cfg: Profile, policy: str, rows: Sequence[dict], progress: bool 
     (`score_policy`), its evidence's length in words and the AR of a random span of that length (0 words, and so
     AR 0, without an `<extract>`: format learning alone cannot look like evidence learning), and the probe's answer
     share after its own rollout's rationale."""
+    from repro.train.evidence_probe import probe_items
+    from repro.train.heldout import policy_evidence, score_policy
+    from repro.train.rollout import MASKED_TARGETS
+
     masked = [t for t in MASKED_TARGETS if t == "evidence" or t in cfg.rewards.answer_subset]  # o_r if R^ans needs it
     scored = score_policy(cfg, policy, rows, progress=progress, masked=masked)
     probe = probe_items(policy, rows, scored["rollout"].tolist(), cfg.models.inference)
@@ -127,7 +127,8 @@ def score_items(cfg: Profile, policy: str, rows: Sequence[dict], progress: bool 
 def scoring_code() -> str:
     """sha256 of the code that scores a policy (SCORING_MODULES): the scores' cache is kept across stage runs, which
     DVC starts again when any of its code changes."""
-    return fingerprint([Path(module.__file__).read_text(encoding="utf-8") for module in SCORING_MODULES])
+    return fingerprint([Path(importlib.util.find_spec(name).origin).read_text(encoding="utf-8")
+                        for name in SCORING_MODULES])
 
 
 def cached_items(cfg: Profile, name: str, policy: str, rows: Sequence[dict], progress: bool = True) -> pd.DataFrame:
@@ -185,6 +186,10 @@ def record_study(cfg: Profile, out_dir: str | Path) -> dict:
 def run_seeds(cfg: Profile, progress: bool = True) -> SeedsStudy:
     """Train (or resume, or reuse) every seed of `evidence.seeds`, then score the starting policy and each seed's
     exported extractor on the held-out answerable questions."""
+    from repro.train.heldout import heldout_rows
+    from repro.train.run import train_extractor
+    from repro.train.warmup import starting_policy
+
     evidence = cfg.evidence
     rows = heldout_rows(cfg, evidence.heldout_questions, answerable=True)
     if len(rows) < evidence.heldout_questions:
