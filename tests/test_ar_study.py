@@ -303,7 +303,7 @@ def _write_contexts(cfg, dataset: str, split: str, rows: list[dict]) -> None:
 @pytest.mark.slow
 def test_the_study_runs_on_the_ci_profile_and_reruns_from_its_files(tmp_path, monkeypatch, tiny_llama_dir):
     cfg = load_profile("ci", ROOT / "params.yaml")
-    launcher = str(ROOT / "configs/accelerate/cpu-1proc.yaml")  # ci's, by its path from here (the test runs in tmp_path)
+    launcher = str(ROOT / "configs/accelerate/cpu-1proc.yaml")  # ci's, by a path that holds in tmp_path
     one_process = dataclasses.replace(cfg.ar_study.sft, accelerate_config=launcher)
     cfg = dataclasses.replace(cfg, ar_study=dataclasses.replace(cfg.ar_study, sft=one_process))
     monkeypatch.chdir(tmp_path)

@@ -17,14 +17,10 @@ from pathlib import Path
 import yaml
 
 from repro.config import PARAMS_FILE, load_profile, read_params
+from repro.data.layout import results_dir
 from repro.io import atomic_path
 
 NOTEBOOKS_DIR = Path("notebooks")
-RESULTS_DIR = Path("results")
-
-
-def results_dir(profile: str, name: str) -> Path:
-    return RESULTS_DIR / profile / name
 
 
 def run_notebook(name: str, profile: str | None = None, parameters: dict | None = None, progress: bool = True) -> Path:

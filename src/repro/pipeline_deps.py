@@ -189,9 +189,9 @@ def _covers(dep: str, out: str) -> bool:
 
 
 def missing_method_inputs(pipeline: Path = PIPELINE_FILE) -> dict[str, list[str]]:
-    """Per stage evaluating a method list (METHOD_LISTS): the methods whose row names a stage none of whose outputs it depends
-    on, as "method: stage (its outputs)". `${eviomni}` reads as the trained run's path: under the released switch the
-    `eviomni` method becomes `eviomni_released` (`repro.config.with_released_eviomni`)."""
+    """Per stage evaluating a method list (METHOD_LISTS): each method whose row names a stage none of whose outputs
+    it depends on, as "method: stage (its outputs)". `${eviomni}` reads as the trained run's path: under the released
+    switch the `eviomni` method becomes `eviomni_released` (`repro.config.with_released_eviomni`)."""
     stages = pipeline_stages(pipeline)
     found = {}
     for stage in METHOD_LISTS.values():

@@ -1,4 +1,4 @@
-"""Where each stage writes the artefacts of a profile (all under data/<profile>/, DVC outputs).
+"""Where each stage writes the artefacts of a profile: data/<profile>/ (DVC outputs) and results/<profile>/<stage>/.
 
 The data stage:
 
@@ -22,7 +22,8 @@ module: `repro.ar_study.paths`, `repro.baselines.filco.filco_dir`, `repro.baseli
                                                     and Full on the questions whose passages hold an answer (D91)
 
 Per-item records live under data/ (not results/): they are the intermediate every table and significance test of
-a study reads, and must survive a rerun of the notebook that renders them.
+a study reads, and must survive a rerun of the notebook that renders them. A notebook stage writes its executed copy,
+tables and figures to results/<profile>/<stage>/ (`results_dir`).
 
 A "contexts" row is a QA row plus `passages`: [{"id", "contents", "score"}...] in the order given to
 the reader, the single format every downstream study consumes.
@@ -35,7 +36,12 @@ from pathlib import Path
 from repro.config import Profile
 
 DATA_DIR = Path("data")
+RESULTS_DIR = Path("results")
 DISTRACTOR = "distractor"
+
+
+def results_dir(profile: str, stage: str) -> Path:
+    return RESULTS_DIR / profile / stage
 
 
 def profile_dir(profile: str) -> Path:

@@ -70,7 +70,7 @@ def seed_run(cfg: Profile, seed: int) -> TrainRun:
 
 def gate_file(cfg: Profile) -> Path:
     """The gate's verdict (stage evidence_gate), which step 2 waits for."""
-    return Path("results") / cfg.name / "evidence_gate" / "gate.json"
+    return layout.results_dir(cfg.name, "evidence_gate") / "gate.json"
 
 
 def random_span(passages: Sequence[dict], words: int, key: str, seed: int) -> str:

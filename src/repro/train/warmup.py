@@ -48,7 +48,7 @@ from repro.config import Profile, WarmupTargets, load_profile
 from repro.data import layout
 from repro.data.answers import first_answer_sentence
 from repro.data.qa import read_contexts
-from repro.data.sentences import keyed_rng, random_sentence
+from repro.data.sentences import keyed_rng, PassageSentence, random_sentence
 from repro.data.splits import sample_rows
 from repro.generation import GenerationParams, make_generator
 from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json
@@ -78,8 +78,10 @@ def format_only_prefix(row: dict, seed: int) -> str | None:
     its passage in the String Inclusion template's words, a passage sentence drawn uniformly by question id
     (`random_sentence`) as the extract, and `<answer>`; None if the passages hold no sentence."""
     drawn = random_sentence(row["passages"], str(row["id"]), seed)
-    if drawn is None:
-        return None
+    return None if drawn is None else _prefix(drawn)
+
+
+def _prefix(drawn: PassageSentence) -> str:
     reason = f"Passage {drawn.passage} ({drawn.title}) has the sentence I copy as evidence."
     return f"<reason>{reason}</reason>\n<extract>{drawn.sentence}</extract>\n<answer>"
 
@@ -91,7 +93,7 @@ def format_only_target(row: dict, seed: int, answer: str | None = None) -> str |
     if drawn is None:
         return None
     answer = answer or format_only_answer(drawn.sentence, str(row["id"]), seed)
-    return f"{format_only_prefix(row, seed)}{answer}</answer>"
+    return f"{_prefix(drawn)}{answer}</answer>"
 
 
 def string_inclusion_target(row: dict) -> str | None:
