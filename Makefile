@@ -6,8 +6,9 @@ PY        := $(VENV)/bin/python
 STAMP     := $(VENV)/.installed
 PYTEST_ARGS ?=
 # pytest-xdist workers: the `ci` pipeline test runs on one while the rest of the suite runs on the others (D120);
-# the tests go to the next free worker a few at a time, in collection order (the pipeline first), and the tests
-# of one xdist_group go together, sharing their session fixtures (a vLLM server; D178)
+# the tests go to the next free worker a few at a time, in collection order (the pipeline first, then the modules
+# with slow tests: tests/conftest.py), and the tests of one xdist_group go together, sharing their session fixtures
+# (a vLLM server; D178)
 PYTEST_WORKERS ?= auto
 PYTEST_DIST ?= --dist loadgroup --no-loadscope-reorder
 

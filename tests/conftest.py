@@ -122,5 +122,8 @@ def tagged_texts():
 
 
 def pytest_collection_modifyitems(items):
-    """The end-to-end pipeline test first: under `pytest -n 2` it then runs beside the rest of the suite."""
-    items.sort(key=lambda item: item.path.name != "test_pipeline.py")
+    """The end-to-end pipeline test first, so that under `pytest -n 2` it runs beside the rest of the suite; then the
+    modules with a test that loads a model or starts processes (`slow`, `vllm`), then the others, each module kept
+    together (its fixtures set up once): the suite ends on short tests, not on one worker's long one."""
+    heavy = {item.path for item in items if item.get_closest_marker("slow") or item.get_closest_marker("vllm")}
+    items.sort(key=lambda item: (item.path.name != "test_pipeline.py", item.path not in heavy))

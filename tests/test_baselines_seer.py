@@ -117,6 +117,7 @@ def test_the_assessor_scores_every_candidate_with_the_qa_generator_and_the_encod
     assert [s["conciseness"] for s in lengths] == [conciseness_by_length(e, passages) for e in candidates]
 
 
+@pytest.mark.slow
 def test_one_dpo_step_of_two_processes_on_the_built_pairs_saves_an_adapter(tmp_path, tiny_llama_dir):
     cfg = load_profile("ci")
     seer = dataclasses.replace(cfg.seer, max_steps=1, per_device_batch_size=1, gradient_accumulation_steps=1,

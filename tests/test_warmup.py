@@ -41,6 +41,7 @@ def test_a_written_answer_closes_the_prefix_and_a_blank_one_falls_back_to_the_sp
         warmup_examples(ROWS, 4, 0, "string_inclusion", answers=writer)
 
 
+@pytest.mark.slow
 def test_the_base_models_answers_are_one_clean_line_and_blind_to_the_golden_answers(smollm2_dir):
     writer = functools.partial(model_answers, str(smollm2_dir), dtype="float32", max_new_tokens=12, progress=False)
     examples = warmup_examples(ROWS, max_questions=4, seed=0, answers=writer)
