@@ -110,3 +110,16 @@ def test_nbformat_imports_without_building_rfc3987_syntaxs_parser():
 
     assert find_spec("rfc3987_syntax") is None
     subprocess.run([sys.executable, "-c", "import nbformat, jsonschema; jsonschema.FormatChecker()"], check=True)
+
+
+def test_dvc_reads_params_and_stages_with_ruamels_c_parser_as_we_read_them():
+    """DVC parses params.yaml once per stage and command; ruamel's C parser (D205) is its fast path, and rejects
+    a plain `:` inside `[...]`, which PyYAML accepts: params.yaml quotes such values."""
+    from importlib.util import find_spec
+
+    from dvc.utils.serialize._yaml import parse_yaml
+
+    assert find_spec("_ruamel_yaml") is not None
+    for name in ("params.yaml", "dvc.yaml"):
+        text = (ROOT / name).read_text()
+        assert parse_yaml(text, name) == yaml.load(text, Loader=yaml.CSafeLoader), name
