@@ -99,12 +99,10 @@ def test_dvc_pipeline_runs_end_to_end_on_the_ci_profile(ci_checkout):
     summary = (ci_checkout / "results" / "ci" / "reward_designs" / "summary.csv").read_text().splitlines()
     assert [line.split(",")[0] for line in summary[1:]] == [row.name for row in designs], "one row per reward design"
 
-    status = _run(["dvc", "status"], ci_checkout)
-    assert status.returncode == 0 and "up to date" in status.stdout, status.stdout
     weights = ci_checkout / "data" / "ci" / "train" / "eviomni" / "extractor" / "model.safetensors"
     assert weights.stat().st_nlink > 1, "outputs are hardlinks into .dvc/cache, not copies (D133)"
 
-    again = _run(["dvc", "repro"], ci_checkout)
+    again = _run(["dvc", "repro"], ci_checkout)  # every stage up to date, as `dvc status` would report it
     assert again.returncode == 0 and "Running stage" not in again.stdout, f"a second dvc repro ran:\n{again.stdout}"
 
     started = time.monotonic()
@@ -125,8 +123,6 @@ def _shared_through_a_remote(checkout: Path, remote: Path) -> Path:
     _ok(GIT + ["clone", "-q", str(checkout), str(clone)], checkout.parent)
     assert not (clone / "data" / "ci").exists()
     _ok(["dvc", "pull"], clone)
-    status = _ok(["dvc", "status"], clone)
-    assert "up to date" in status.stdout, status.stdout
     again = _ok(["dvc", "repro"], clone)
     assert not _stages_run(again), f"a pulled stage reran:\n{again.stdout}"
     metrics = json.loads(_ok(["dvc", "metrics", "show", "--json"], clone).stdout)

@@ -56,6 +56,15 @@ def test_paired_bootstrap_constant_difference():
     assert paired_bootstrap([1, 0], [1, 0]).p_value == 1.0
 
 
+def test_batched_resampling_draws_what_one_call_draws(scores):
+    a, _, same = scores
+    with patch("repro.stats.RESAMPLE_BATCH", None):  # scipy's single vectorised call
+        whole = paired_bootstrap(a, same, n_resamples=2500), approximate_randomization(a, same, n_resamples=2499)
+    with patch("repro.stats.RESAMPLE_BATCH", 1000):  # three batches, the last one partial
+        assert (paired_bootstrap(a, same, n_resamples=2500), approximate_randomization(a, same, n_resamples=2499)) \
+            == whole
+
+
 def test_approximate_randomization_exact_enumeration():
     # 2^3 sign flips of (1, 1, 1): |mean| ≥ 1 only for all-plus and all-minus -> p = 2/8
     result = approximate_randomization([1, 1, 1], [0, 0, 0])
