@@ -18,14 +18,16 @@ A100 = Gpu("A100-SXM4-80GB", 80 * 10**9)
 
 def dvc_params_errors(tmp_path: Path, monkeypatch, profile: str, params: dict) -> list[str]:
     """What `dvc repro` checks first for every stage: each `params:` path of dvc.yaml, with `profile` selected,
-    read from params.yaml (DVC's ParamsDependency.get_hash, as when a stage runs)."""
+    read from params.yaml (DVC's ParamsDependency.get_hash, as when a stage runs). The file holds `profile` alone of
+    the profiles: DVC's lookup of each path (dpath) walks the whole file."""
     import dvc.dependency.param
     from dvc.dependency.param import ParamsDependency
     from dvc.repo import Repo
 
     repo_dir = tmp_path / profile.replace(".", "_")
     repo_dir.mkdir()
-    (repo_dir / "params.yaml").write_text(yaml.safe_dump({**params, "profile": profile}, sort_keys=False))
+    params = {**params, "profile": profile, "profiles": {profile: params["profiles"][profile]}}
+    (repo_dir / "params.yaml").write_text(yaml.safe_dump(params, sort_keys=False))
     shutil.copy(ROOT / "dvc.yaml", repo_dir / "dvc.yaml")
     Repo.init(str(repo_dir), no_scm=True)
     errors, parsed = [], {}

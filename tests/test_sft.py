@@ -143,7 +143,7 @@ def test_the_launch_command_runs_the_worker_on_the_callers_profile(tmp_path):
 
 def test_every_lora_section_names_a_launcher_for_its_profiles_devices():
     launchers = {}
-    for name in ("tiny", "cpu-study", "cpu-rewards", "ci", "paper-1p5b", "paper-7b", "gpu-smoke"):
+    for name in ("tiny", "cpu-study", "cpu-rewards", "ci", "paper-1p5b", "paper-7b", "gpu-smoke", "rehearsal"):
         cfg = load_profile(name, ROOT / "params.yaml")
         for section in LORA_SECTIONS:
             path = section_config(cfg, section).accelerate_config
@@ -156,14 +156,15 @@ def test_every_lora_section_names_a_launcher_for_its_profiles_devices():
         assert launchers["paper-7b", section] == ddp
         assert launchers["gpu-smoke", section] == {**ddp, "num_processes": 1}  # the same launch path on one GPU
         for cpu in ("tiny", "cpu-study", "cpu-rewards", "ci"):
-            if (cpu, section) != ("ci", "qa_generator"):
-                assert launchers[cpu, section]["num_processes"] == 1 and launchers[cpu, section]["use_cpu"] is True
-    ci = launchers["ci", "qa_generator"]  # the ci pipeline's two-process path
-    assert ci["num_processes"] == 2 and ci["distributed_type"] == "MULTI_GPU"  # gloo on a CPU machine
+            assert launchers[cpu, section]["num_processes"] == 1 and launchers[cpu, section]["use_cpu"] is True
+        rehearsal = launchers["rehearsal", section]  # the paper profiles' multi-process launches, on this machine
+        assert rehearsal["num_processes"] == 2 and rehearsal["distributed_type"] == "MULTI_GPU"  # gloo without GPUs
 
 
 def test_a_finished_adapter_is_reused_without_a_launch_and_a_changed_launcher_retrains(tmp_path, monkeypatch):
     cfg, root, config = load_profile("ci"), tmp_path / "run", {"model": "m"}
+    cfg = dataclasses.replace(cfg, qa_generator=dataclasses.replace(
+        cfg.qa_generator, accelerate_config="configs/accelerate/cpu-2proc.yaml"))
     full = {**config, "processes": 2}
     _prepare(root, {**full, "fingerprint": fingerprint(full)})
     (root / "adapter").mkdir()
@@ -200,8 +201,9 @@ def test_a_process_outside_the_launched_world_writes_nothing(tmp_path, tiny_llam
 
 @pytest.mark.slow
 def test_two_gloo_processes_train_one_run_and_the_main_one_writes_it(tmp_path, tiny_llama_dir, monkeypatch):
-    cfg = load_profile("ci")  # qa_generator.accelerate_config: cpu-2proc.yaml, the ci pipeline's two-process path
-    sft = dataclasses.replace(cfg.qa_generator, max_steps=2, save_steps=2, per_device_batch_size=1)
+    cfg = load_profile("ci")
+    sft = dataclasses.replace(cfg.qa_generator, max_steps=2, save_steps=2, per_device_batch_size=1,
+                              accelerate_config="configs/accelerate/cpu-2proc.yaml")  # the rehearsal's launcher
     cfg = dataclasses.replace(cfg, qa_generator=sft)
     examples = sft_examples(ROWS[:2], ["passages", "question"])  # 4 examples: one per process and step
     root = tmp_path / "run"
