@@ -367,6 +367,17 @@ def test_too_few_gpus_name_every_launchers_process_count_and_the_tensor_parallel
     assert preflight.gpu_errors(load_profile("paper-1p5b"), [A100] * 8) == []  # weights not local: no memory check
 
 
+def test_an_engines_replicas_need_their_tensor_parallel_gpus_each():
+    cfg = load_profile("paper-1p5b")
+    agentic = dataclasses.replace(cfg.agentic, agent_options={**cfg.agentic.agent_options, "data_parallel": 3})
+    key = "params.yaml: profiles.paper-1p5b.agentic.agent_options"
+    assert preflight.gpu_errors(dataclasses.replace(cfg, agentic=agentic), [A100] * 8) == [
+        f"{key}.data_parallel: 3 replicas x tensor_parallel_size 4 need 12 GPUs, 8 visible"]
+    auto = {**cfg.agentic.agent_options, "data_parallel": "auto"}  # as many as fit: 2 replicas of 4 GPUs
+    assert preflight.gpu_errors(dataclasses.replace(cfg, agentic=dataclasses.replace(agentic, agent_options=auto)),
+                                [A100] * 8) == []
+
+
 def test_a_memory_share_too_small_for_the_weights_names_the_key(tmp_path, monkeypatch):
     cfg = load_profile("paper-7b")
     monkeypatch.chdir(tmp_path)

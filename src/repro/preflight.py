@@ -32,7 +32,7 @@ from pathlib import Path
 
 import yaml
 
-from repro import launchers
+from repro import launchers, sharding
 from repro.assets import EMBEDDED_PREFIX, AssetError, fetched_dir, is_hub_id, resolve
 from repro.config import Profile, load_profile, walk
 from repro.io import pipeline_stages
@@ -198,7 +198,7 @@ def gpu_errors(cfg: Profile, gpus: list[Gpu] | None = None) -> list[str]:
     none, without importing torch to look. Each process of every launcher needs a GPU of its own when GPUs are
     visible; without any, only a DeepSpeed (or FSDP) launcher fails, the others start CPU processes. A vLLM backend
     asks for GPUs unless vLLM's CPU build is installed; engine options with a GPU share or a tensor-parallel size
-    always do."""
+    always do, and an engine's replicas (`data_parallel`) need their tensor-parallel GPUs each."""
     launches, found = gpu_launchers(cfg), engines(cfg)
     gpu_engines = [key for key, _, options in found if any(k in options for k in GPU_KEYS)]
     vllm_backends = [] if vllm_is_cpu_build() else [
@@ -223,8 +223,12 @@ def gpu_errors(cfg: Profile, gpus: list[Gpu] | None = None) -> list[str]:
     memory = min(g.memory for g in gpus)
     for key, models, options in found:
         tp = int(options.get("tensor_parallel_size") or 1)
+        replicas = sharding.replica_count(options.get("data_parallel"), tp, len(gpus))
         if tp > len(gpus):
             errors.append(f"{key}.tensor_parallel_size: {tp} > {len(gpus)} visible GPU(s)")
+        elif replicas * tp > len(gpus):
+            errors.append(f"{key}.data_parallel: {replicas} replicas x tensor_parallel_size {tp} need {replicas * tp} "
+                          f"GPUs, {len(gpus)} visible")
         sizes = {m: weights_bytes(m, cfg.name) for m in models}
         model, weights = max(sizes.items(), key=lambda kv: kv[1] or 0)
         share = options.get("gpu_memory_utilization")
