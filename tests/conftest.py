@@ -107,6 +107,20 @@ def smollm2_server(smollm2_dir):
         yield url
 
 
+REHEARSAL_MIRROR = "rehearsal_mirror"  # the xdist group of the tests on `rehearsal_mirror`
+
+
+@pytest.fixture(scope="session")
+def rehearsal_mirror(tmp_path_factory) -> tuple[Path, dict]:
+    """The rehearsal's hub mirror (repro.rehearsal.mirror, seed 0) and its manifest, for reading only. Its tests are
+    marked `pytest.mark.xdist_group(REHEARSAL_MIRROR)`, which `make test`'s `--dist loadgroup` runs on one worker, so
+    that it is built once."""
+    from repro.rehearsal import mirror
+
+    root = tmp_path_factory.mktemp("hub") / "mirror"
+    return root, mirror.build_mirror(root, seed=0, log=lambda _: None)
+
+
 def paper_text(source: str = PAPER_SEED) -> str:
     """The excerpts of `source` joined, in source order."""
     return "\n".join(line for _, lines in sorted(paper_excerpts(source, PAPER_TEXT).items()) for line in lines)

@@ -1,7 +1,7 @@
 """The gpu-smoke profile: paper-1p5b's code path at a size one GPU runs in about half an hour (D135, D136). What can
 be checked without a GPU: it parses for DVC, it runs the paper profile's engines, launcher, data and retrievers, its
-fetch plan is a subset of paper-1p5b's and is fetched from a mirror holding each repo as the hub does (the `.bin`-only
-ones converted), and its wiki-18 slice is cut from a file laid out like the real one."""
+fetch plan is a subset of paper-1p5b's and is fetched from the rehearsal's mirror, which holds each repo as the hub does
+(the `.bin`-only ones converted), and its wiki-18 slice is cut from a file laid out like the real one."""
 
 import gzip
 import json
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REHEARSAL_MIRROR
 
 from repro import remote
 from repro.config import is_main_run, load_profile, read_params
@@ -19,21 +20,8 @@ from repro.io import InputError
 from repro.preflight import Gpu, gpu_errors
 
 ROOT = Path(__file__).resolve().parents[1]
-REV = "0123456789abcdef0123456789abcdef01234567"
 WIKI18 = [{"id": str(i), "contents": f'"{title}"\n{title} passage {i}'}
           for i, title in enumerate(["Aaron"] * 3 + ["Aaron Burr"] * 2)]  # Search-R1's wiki-18.jsonl lines
-# Repos whose main branch holds pytorch_model.bin and no safetensors (their hub pages), with the files beside it.
-BIN_ONLY = {
-    "facebook/dpr-question_encoder-single-nq-base": ["config.json", "tf_model.h5", "tokenizer.json",
-                                                     "tokenizer_config.json", "vocab.txt"],
-    "facebook/dpr-ctx_encoder-single-nq-base": ["config.json", "tf_model.h5", "tokenizer.json", "tokenizer_config.json",
-                                                "vocab.txt"],
-    "fangyuan/nq_extractive_compressor": ["modules.json", "config_sentence_transformers.json",  # sentence-transformers
-                                          "sentence_bert_config.json", "1_Pooling/config.json", "config.json",
-                                          "special_tokens_map.json", "tokenizer.json", "tokenizer_config.json",
-                                          "vocab.txt", "README.md"],
-    "microsoft/deberta-v2-xlarge-mnli": ["config.json", "spm.model", "tokenizer_config.json", "README.md"],
-}
 
 
 def smoke_params(**sections) -> dict:
@@ -97,39 +85,18 @@ def test_the_smoke_runs_paper_1p5bs_code_path_on_one_gpu():
                                                "profile runs on GPUs")
 
 
-def hub_like(root: Path) -> None:
-    """A local directory laid out like the hub, holding every repo of paper-1p5b's plan and every BIN_ONLY repo at REV
-    (its main branch) with the files the hub holds: the .bin-only repos as BIN_ONLY lists them (each pytorch_model.bin
-    a real pickle of a small state dict, so that the conversion runs), every other model as config.json,
-    tokenizer.json and safetensors weights, the dataset repos with the files the plan names."""
-    import torch
-
-    plan = remote.needs(load_profile("paper-1p5b", ROOT / "params.yaml"))
-    for row, files in plan + [(remote.Remote(repo), ()) for repo in set(BIN_ONLY) - {row.repo for row, _ in plan}]:
-        base = root / ("datasets" if row.repo_type == "dataset" else "") / row.repo
-        if row.repo_type == "dataset":
-            names = list(files)
-        elif row.repo in BIN_ONLY:
-            names = BIN_ONLY[row.repo] + ["pytorch_model.bin"]
-        else:
-            names = ["config.json", "tokenizer.json", "model.safetensors"]
-        for name in names:
-            path = base / "resolve" / REV / name
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if name == "pytorch_model.bin":
-                torch.save({"encoder.weight": torch.arange(6.0).reshape(2, 3), "encoder.bias": torch.ones(2)}, path)
-            elif name == "wiki-18.jsonl.gz":
-                path.write_bytes(gzip.compress("".join(json.dumps(p) + "\n" for p in WIKI18).encode()))
-            else:
-                path.write_bytes(b"x" * 1000)
-        (base / "refs").mkdir()
-        (base / "refs" / "main").write_text(REV)
+def bin_only(manifest: dict) -> set[str]:
+    """The mirror's model repos with `pytorch_model.bin` and no safetensors, as their hub repos are."""
+    return {repo for repo, entry in manifest["repos"].items() if entry["repo_type"] == "model"
+            and not any(p.endswith(".safetensors") for p in entry["files"]) and "pytorch_model.bin" in entry["files"]}
 
 
-def test_the_fetch_dry_run_lists_what_the_smoke_needs(project, capsys):
+@pytest.mark.slow
+@pytest.mark.xdist_group(REHEARSAL_MIRROR)
+def test_the_fetch_dry_run_lists_what_the_smoke_needs(project, rehearsal_mirror, capsys):
+    root, manifest = rehearsal_mirror
     cfg = load_profile("gpu-smoke")
-    hub_like(project / "hub")
-    remote.main(["fetch", "--profile", "gpu-smoke", "--from", str(project / "hub"), "--dry-run"])
+    remote.main(["fetch", "--profile", "gpu-smoke", "--from", str(root), "--dry-run"])
     out = capsys.readouterr().out
     listed = {line.split("@")[0] for line in out.splitlines() if "@" in line}
     assert listed == {row.repo for row, _ in remote.needs(cfg)}
@@ -139,35 +106,39 @@ def test_the_fetch_dry_run_lists_what_the_smoke_needs(project, capsys):
     assert not listed & {"PeterJinGo/wiki-18-e5-index", "HIT-TMG/EviOmni-nq_train-7B",
                          "PeterJinGo/SearchR1-nq_hotpotqa_train-qwen2.5-32b-em-grpo-v0.3",
                          "microsoft/deberta-v2-xlarge-mnli"}  # no Table 5 32B agent, no R_EQR: reward_designs null
-    assert f"facebook/dpr-ctx_encoder-single-nq-base@{REV} (new)" in out and "    pytorch_model.bin  " in out
+    dpr = "facebook/dpr-ctx_encoder-single-nq-base"
+    assert f"{dpr}@{manifest['repos'][dpr]['commit']} (new)" in out and "    pytorch_model.bin  " in out
     assert "total " in out and not Path("data/external").exists() and not Path("fetch.lock.yaml").exists()
     paper = {row.repo: set(files) for row, files in remote.needs(load_profile("paper-1p5b", ROOT / "params.yaml"))}
     assert all(set(files) <= paper[row.repo] for row, files in remote.needs(cfg))  # fetched once for both runs
 
 
-def test_the_smoke_fetches_the_bin_only_repos_from_a_hub_shaped_mirror_and_converts_them(project):
+@pytest.mark.slow
+@pytest.mark.xdist_group(REHEARSAL_MIRROR)
+def test_the_smoke_fetches_the_bin_only_repos_from_the_rehearsal_mirror_and_converts_them(project, rehearsal_mirror):
     import torch
     from safetensors.torch import load_file
 
-    hub_like(project / "hub")
+    root, manifest = rehearsal_mirror
     study = {"designs": [{"design": "eviomni"}, {"design": "evinote"}], "datasets": ["nq"], "split": "test",
              "max_steps": None, "max_questions": None}  # the study switched on: R_EQR's NLI model enters the plan
     Path("params.yaml").write_text(yaml.safe_dump(smoke_params(reward_designs=study), sort_keys=False))
-    remote.main(["fetch", "--profile", "gpu-smoke", "--from", str(project / "hub")])
-    lock = remote.read_lock(Path("fetch.lock.yaml"))
-    assert set(BIN_ONLY) <= set(lock) and all(entry["commit"] == REV for entry in lock.values())
-    for repo, files in BIN_ONLY.items():
-        local = remote.fetched_dir(repo)
-        assert "pytorch_model.bin" in lock[repo]["files"] and "tf_model.h5" not in lock[repo]["files"]
-        assert not (local / "tf_model.h5").exists() and not (local / "README.md").exists()
+    remote.main(["fetch", "--profile", "gpu-smoke", "--from", str(root)])
+    lock, cfg = remote.read_lock(Path("fetch.lock.yaml")), load_profile("gpu-smoke")
+    assert set(lock) == {row.repo for row, _ in remote.needs(cfg)} >= bin_only(manifest)
+    assert all(entry["commit"] == manifest["repos"][repo]["commit"] for repo, entry in lock.items())
+    for repo in bin_only(manifest):
+        local, source = remote.fetched_dir(repo), root / repo / "resolve" / manifest["repos"][repo]["commit"]
+        assert "pytorch_model.bin" in lock[repo]["files"] and not (local / "README.md").exists()
         converted = load_file(local / "model.safetensors")
-        assert torch.equal(converted["encoder.weight"], torch.arange(6.0).reshape(2, 3))
+        state = torch.load(source / "pytorch_model.bin", weights_only=True)
+        assert converted.keys() == state.keys() and all(torch.equal(converted[k], state[k]) for k in state)
         assert remote.read_manifest()[repo]["built"] == {str(local / "model.safetensors"):
                                                          remote.sha256_file(local / "model.safetensors")}
     assert (remote.fetched_dir("fangyuan/nq_extractive_compressor") / "1_Pooling" / "config.json").is_file()
     assert (remote.fetched_dir("microsoft/deberta-v2-xlarge-mnli") / "spm.model").is_file()
-    qwen = remote.fetched_dir("Qwen/Qwen2.5-1.5B-Instruct")
-    assert sorted(p.name for p in qwen.iterdir()) == ["config.json", "model.safetensors", "tokenizer.json"]
+    qwen = "Qwen/Qwen2.5-1.5B-Instruct"
+    assert sorted(p.name for p in remote.fetched_dir(qwen).iterdir()) == sorted(lock[qwen]["files"])
 
 
 def test_the_data_stage_cuts_the_first_passages_of_the_fetched_corpus(project):

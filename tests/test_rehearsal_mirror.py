@@ -14,22 +14,16 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import REHEARSAL_MIRROR
 
 from repro.assets import _strings, is_hub_id
 from repro.config import PARAMS_FILE, load_profile
 from repro.rehearsal import mirror
 from repro.remote import MODEL_SECTIONS, LocalHub, bin_to_safetensors, needs
 
-# one worker builds the mirror once for the module (make test's --dist loadgroup)
-pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("rehearsal_mirror")]
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(REHEARSAL_MIRROR)]
 ROOT = Path(__file__).resolve().parents[1]
 PAPER = ("paper-1p5b", "paper-7b")
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory) -> tuple[Path, dict]:
-    root = tmp_path_factory.mktemp("hub") / "mirror"
-    return root, mirror.build_mirror(root, seed=0, log=lambda _: None)
 
 
 def repo_dir(root: Path, repo: str, dataset: bool = False) -> Path:
@@ -58,8 +52,8 @@ def paper_repos() -> set[str]:
     return ids | {"PeterJinGo/wiki-18-corpus", "PeterJinGo/wiki-18-e5-index"}
 
 
-def test_every_repo_the_paper_profiles_name_is_there_with_its_main_branch(built):
-    root, manifest = built
+def test_every_repo_the_paper_profiles_name_is_there_with_its_main_branch(rehearsal_mirror):
+    root, manifest = rehearsal_mirror
     assert paper_repos() <= set(manifest["repos"])
     assert "deepseek-ai/DeepSeek-R1-Distill-Qwen-32B" in paper_repos()
     hub = LocalHub(root)
@@ -71,8 +65,8 @@ def test_every_repo_the_paper_profiles_name_is_there_with_its_main_branch(built)
                                  for p in listing}) == entry["commit"]
 
 
-def test_fetch_finds_every_file_the_paper_plans_name(built):
-    root, _ = built
+def test_fetch_finds_every_file_the_paper_plans_name(rehearsal_mirror):
+    root, _ = rehearsal_mirror
     hub = LocalHub(root)
     for name in PAPER:
         for row, patterns in needs(load_profile(name)):
@@ -82,8 +76,8 @@ def test_fetch_finds_every_file_the_paper_plans_name(built):
             assert any(any(Path(p).match(pattern) for pattern in patterns) for p in listing), row.repo
 
 
-def test_the_bin_only_repos_hold_no_safetensors_and_the_others_do(built):
-    root, manifest = built
+def test_the_bin_only_repos_hold_no_safetensors_and_the_others_do(rehearsal_mirror):
+    root, manifest = rehearsal_mirror
     bin_only = {"facebook/dpr-question_encoder-single-nq-base", "facebook/dpr-ctx_encoder-single-nq-base",
                 "microsoft/deberta-v2-xlarge-mnli", "fangyuan/nq_extractive_compressor"}
     for repo, entry in manifest["repos"].items():
@@ -103,11 +97,11 @@ def test_the_chat_templates_are_the_hubs_as_trl_stores_them():
 
 
 @pytest.mark.parametrize("spec", mirror.CAUSAL_LMS, ids=lambda s: s.repo.split("/")[1])
-def test_each_causal_lm_loads_as_qwen2_and_applies_its_chat_template(built, spec):
+def test_each_causal_lm_loads_as_qwen2_and_applies_its_chat_template(rehearsal_mirror, spec):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    path = repo_dir(built[0], spec.repo)
+    path = repo_dir(rehearsal_mirror[0], spec.repo)
     model = AutoModelForCausalLM.from_pretrained(path, use_safetensors=True)
     tokenizer = AutoTokenizer.from_pretrained(path)
     assert type(model).__name__ == "Qwen2ForCausalLM" and model.dtype == torch.bfloat16
@@ -129,14 +123,14 @@ def test_each_causal_lm_loads_as_qwen2_and_applies_its_chat_template(built, spec
     assert out.shape[1] == len(tokenizer(text)["input_ids"]) + 2
 
 
-def test_the_encoders_load_through_the_projects_own_code(built, tmp_path):
+def test_the_encoders_load_through_the_projects_own_code(rehearsal_mirror, tmp_path):
     from sentence_transformers import SentenceTransformer
 
     from repro.baselines.recomp import load_encoder
     from repro.nli import NLIScorer, entailment_index
     from repro.retrieval.encoders import TextEncoder, load_encoder_model
 
-    root = built[0]
+    root = rehearsal_mirror[0]
     for repo, architecture in [("facebook/dpr-question_encoder-single-nq-base", "DPRQuestionEncoder"),
                                ("facebook/dpr-ctx_encoder-single-nq-base", "DPRContextEncoder")]:
         tokenizer, model = load_encoder_model(str(converted(repo_dir(root, repo), tmp_path / architecture)))
@@ -154,17 +148,17 @@ def test_the_encoders_load_through_the_projects_own_code(built, tmp_path):
     assert entailment_index(nli.model.config.id2label) == 2 and 0 < nli(["Paris is in France."], ["Paris."])[0] < 1
 
 
-def test_gpt2_and_llmlingua2_load_with_their_real_classes(built):
+def test_gpt2_and_llmlingua2_load_with_their_real_classes(rehearsal_mirror):
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 
     from repro.baselines.llmlingua2 import check_model_name
 
-    gpt2 = repo_dir(built[0], "openai-community/gpt2")
+    gpt2 = repo_dir(rehearsal_mirror[0], "openai-community/gpt2")
     model, info = AutoModelForCausalLM.from_pretrained(gpt2, use_safetensors=True, output_loading_info=True)
     tokenizer = AutoTokenizer.from_pretrained(gpt2)
     assert type(model).__name__ == "GPT2LMHeadModel" and not any(info.values())  # GPT2Model's keys, as on the hub
     assert tokenizer.eos_token == "<|endoftext|>" and tokenizer.eos_token_id == len(tokenizer) - 1
-    llmlingua = repo_dir(built[0], "microsoft/llmlingua-2-xlm-roberta-large-meetingbank")
+    llmlingua = repo_dir(rehearsal_mirror[0], "microsoft/llmlingua-2-xlm-roberta-large-meetingbank")
     check_model_name(str(llmlingua.parents[1]))  # the repo's name makes llmlingua merge XLM-R's pieces into words
     model = AutoModelForTokenClassification.from_pretrained(llmlingua, use_safetensors=True)
     tokenizer = AutoTokenizer.from_pretrained(llmlingua)
@@ -178,12 +172,12 @@ def corpus(root: Path) -> list[dict]:
     return [json.loads(line) for line in raw.decode().split("\n") if line]
 
 
-def test_flashrag_files_read_as_the_profiles_datasets_and_answers_are_in_the_corpus(built):
+def test_flashrag_files_read_as_the_profiles_datasets_and_answers_are_in_the_corpus(rehearsal_mirror):
     from repro.data.answers import has_answer
     from repro.data.corpus import split_contents
     from repro.data.loaders import distractor_passages, read_flashrag
 
-    root = built[0]
+    root = rehearsal_mirror[0]
     passages = corpus(root)
     assert [p["id"] for p in passages] == [str(i) for i in range(len(passages))]
     assert all(p["contents"].startswith('"') and '"\n' in p["contents"] for p in passages)
@@ -205,14 +199,14 @@ def test_flashrag_files_read_as_the_profiles_datasets_and_answers_are_in_the_cor
                     assert any(has_answer(text, row["golden_answers"]) for text in supporting)
 
 
-def test_the_e5_index_joins_into_one_search_r1_vector_per_passage(built, tmp_path):
+def test_the_e5_index_joins_into_one_search_r1_vector_per_passage(rehearsal_mirror, tmp_path):
     import faiss
     import numpy as np
 
     from repro.config import RetrieverConfig
     from repro.retrieval.dense import DenseRetriever
 
-    root = built[0]
+    root = rehearsal_mirror[0]
     parts = repo_dir(root, "PeterJinGo/wiki-18-e5-index", dataset=True)
     joined = tmp_path / "e5_Flat.index"
     joined.write_bytes((parts / "part_aa").read_bytes() + (parts / "part_ab").read_bytes())
@@ -226,8 +220,8 @@ def test_the_e5_index_joins_into_one_search_r1_vector_per_passage(built, tmp_pat
     np.testing.assert_allclose(np.linalg.norm(index.reconstruct_n(0, len(passages)), axis=1), 1.0, atol=1e-5)
 
 
-def test_a_second_build_in_another_process_is_byte_identical_and_a_rebuild_is_skipped(built, tmp_path):
-    root, manifest = built
+def test_a_second_build_in_another_process_is_byte_identical_and_a_rebuild_is_skipped(rehearsal_mirror, tmp_path):
+    root, manifest = rehearsal_mirror
     assert mirror.build_mirror(root, seed=0, log=lambda _: None) == manifest  # up to date: nothing rebuilt
     again = tmp_path / "again"
     env = {**os.environ, "PYTHONHASHSEED": "123", "HF_HUB_OFFLINE": "1"}
