@@ -108,6 +108,9 @@ def smollm2_server(smollm2_dir):
 
 
 REHEARSAL_MIRROR = "rehearsal_mirror"  # the xdist group of the tests on `rehearsal_mirror`
+# the model repos whose hub main branch holds pytorch_model.bin and no safetensors, as the mirror holds them too
+BIN_ONLY_REPOS = {"facebook/dpr-question_encoder-single-nq-base", "facebook/dpr-ctx_encoder-single-nq-base",
+                  "microsoft/deberta-v2-xlarge-mnli", "fangyuan/nq_extractive_compressor"}
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REHEARSAL_MIRROR
+from conftest import BIN_ONLY_REPOS, REHEARSAL_MIRROR
 
 from repro import remote
 from repro.config import is_main_run, load_profile, read_params
@@ -85,12 +85,6 @@ def test_the_smoke_runs_paper_1p5bs_code_path_on_one_gpu():
                                                "profile runs on GPUs")
 
 
-def bin_only(manifest: dict) -> set[str]:
-    """The mirror's model repos with `pytorch_model.bin` and no safetensors, as their hub repos are."""
-    return {repo for repo, entry in manifest["repos"].items() if entry["repo_type"] == "model"
-            and not any(p.endswith(".safetensors") for p in entry["files"]) and "pytorch_model.bin" in entry["files"]}
-
-
 @pytest.mark.slow
 @pytest.mark.xdist_group(REHEARSAL_MIRROR)
 def test_the_fetch_dry_run_lists_what_the_smoke_needs(project, rehearsal_mirror, capsys):
@@ -125,9 +119,9 @@ def test_the_smoke_fetches_the_bin_only_repos_from_the_rehearsal_mirror_and_conv
     Path("params.yaml").write_text(yaml.safe_dump(smoke_params(reward_designs=study), sort_keys=False))
     remote.main(["fetch", "--profile", "gpu-smoke", "--from", str(root)])
     lock, cfg = remote.read_lock(Path("fetch.lock.yaml")), load_profile("gpu-smoke")
-    assert set(lock) == {row.repo for row, _ in remote.needs(cfg)} >= bin_only(manifest)
+    assert set(lock) == {row.repo for row, _ in remote.needs(cfg)} >= BIN_ONLY_REPOS
     assert all(entry["commit"] == manifest["repos"][repo]["commit"] for repo, entry in lock.items())
-    for repo in bin_only(manifest):
+    for repo in BIN_ONLY_REPOS:
         local, source = remote.fetched_dir(repo), root / repo / "resolve" / manifest["repos"][repo]["commit"]
         assert "pytorch_model.bin" in lock[repo]["files"] and not (local / "README.md").exists()
         converted = load_file(local / "model.safetensors")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REHEARSAL_MIRROR
+from conftest import BIN_ONLY_REPOS, REHEARSAL_MIRROR
 
 from repro.assets import _strings, is_hub_id
 from repro.config import PARAMS_FILE, load_profile
@@ -78,13 +78,11 @@ def test_fetch_finds_every_file_the_paper_plans_name(rehearsal_mirror):
 
 def test_the_bin_only_repos_hold_no_safetensors_and_the_others_do(rehearsal_mirror):
     root, manifest = rehearsal_mirror
-    bin_only = {"facebook/dpr-question_encoder-single-nq-base", "facebook/dpr-ctx_encoder-single-nq-base",
-                "microsoft/deberta-v2-xlarge-mnli", "fangyuan/nq_extractive_compressor"}
     for repo, entry in manifest["repos"].items():
         if entry["repo_type"] == "model":
             has_safetensors = any(p.endswith(".safetensors") for p in entry["files"])
-            assert has_safetensors == (repo not in bin_only), repo
-            assert "pytorch_model.bin" in entry["files"] or repo not in bin_only
+            assert has_safetensors == (repo not in BIN_ONLY_REPOS), repo
+            assert "pytorch_model.bin" in entry["files"] or repo not in BIN_ONLY_REPOS
 
 
 def test_the_chat_templates_are_the_hubs_as_trl_stores_them():
