@@ -2,6 +2,8 @@
 random Llama (sampling, LoRA, dtype), both built from their packaged weights by the conftest fixtures."""
 
 import contextlib
+import json
+import shutil
 
 import pytest
 import torch
@@ -10,7 +12,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from repro.generation import GenerationParams, make_generator
 from repro.generation.attention import SDPA_GROUPED_DECODE
-from repro.generation.prompting import encode, render
+from repro.generation.prompting import encode, load_tokenizer, render
 from repro.generation.transformers_backend import TransformersGenerator, left_pad
 
 pytestmark = pytest.mark.slow
@@ -153,6 +155,21 @@ def test_lora_adapter_is_loaded_and_merged(tiny, tiny_llama_dir, tmp_path):
     expected = adapted.tokenizer.decode(reference[0, ids["input_ids"].shape[1]:], skip_special_tokens=True)
     assert adapted.generate([prompt], params) == [expected]
     assert adapted.generate([prompt], params) != tiny.generate([prompt], params)
+
+
+def test_a_tokenizer_loads_once_per_process_until_its_files_change(tiny_llama_dir, tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_llama_dir, model)
+    first = load_tokenizer(model)
+    generators = [TransformersGenerator(str(model), progress=False) for _ in range(2)]
+    assert all(g.tokenizer is first for g in generators) and load_tokenizer(str(model) + "/") is first
+    stops = [g._stopping(("</extract>",))[0] for g in generators]  # built once for the shared tokenizer
+    assert stops[0] is stops[1] and generators[0]._stopping(("</answer>",))[0] is not stops[0]
+
+    config = model / "tokenizer_config.json"
+    config.write_text(json.dumps({**json.loads(config.read_text()), "model_max_length": 64}))
+    changed = load_tokenizer(model)
+    assert changed is not first and changed.model_max_length == 64 and first.model_max_length != 64
 
 
 def test_dtype_choice(tiny_llama_dir):

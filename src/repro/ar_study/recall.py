@@ -23,7 +23,6 @@ import dataclasses
 import re
 
 import pandas as pd
-from transformers import AutoTokenizer
 
 from repro.ar_study.paths import VARIANTS, adapter_dir, recall_records_path
 from repro.ar_study.teacher import extraction_messages
@@ -36,6 +35,7 @@ from repro.data.splits import sample_rows
 from repro.evaluation.records import RecordFile, process_resumably
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
+from repro.generation.prompting import load_tokenizer
 from repro.io import fingerprint, model_fingerprint
 from repro.metrics import answer_recall, normalize_answer, text_length
 from repro.prompts import EVIDENCE_EXTRACTION_TEMPLATE, EVIDENCE_STOP, render_chat
@@ -160,7 +160,7 @@ def run_recall(cfg: Profile, progress: bool = True) -> pd.DataFrame:
         raise ValueError(f"profile {cfg.name} has no ar_study section")
     ev = cfg.ar_study.evaluation
     student = resolve(cfg.ar_study.student, cfg.name)
-    tokenizer = AutoTokenizer.from_pretrained(student)
+    tokenizer = load_tokenizer(student)
     options = {"dtype": cfg.models.dtype, **ev.options}
     sets, files = recall_sets(cfg), []
     with ModelPool(ev.backend, cfg.models.dtype, progress=False, options=ev.options) as pool:

@@ -26,7 +26,6 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-from transformers import AutoTokenizer
 
 from repro.ar_study.paths import teacher_path, teacher_requests_path
 from repro.assets import resolve
@@ -38,6 +37,7 @@ from repro.data.splits import sample_rows
 from repro.evaluation.records import RecordFile, process_resumably
 from repro.generation import GenerationParams, Generator
 from repro.generation.pool import ModelPool
+from repro.generation.prompting import load_tokenizer
 from repro.io import fingerprint, model_fingerprint
 from repro.metrics import answer_recall, exact_match
 from repro.prompts import (EVIDENCE_EXTRACTION_TEMPLATE, chat_messages, evidence_extraction_prompt, passages_document,
@@ -168,7 +168,7 @@ class Teacher:
             options = {"cache_path": str(self.request_cache)} if cache else None
             self._generator, _ = self.pool.get(self.model, options=options)
         if self.teacher.scaffold is not None:
-            tokenizer = AutoTokenizer.from_pretrained(self.model)
+            tokenizer = load_tokenizer(self.model)
             return scaffolded_responses(self._generator, tokenizer, rows, self.params, self.teacher.scaffold)
         outputs = self._generator.generate([extraction_messages(row) for row in rows], self.params)
         return [outputs[i * n : (i + 1) * n] for i in range(len(rows))]

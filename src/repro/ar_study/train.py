@@ -14,13 +14,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from transformers import AutoTokenizer
-
 from repro.ar_study.paths import VARIANTS, run_dir, sft_data_path, teacher_path
 from repro.ar_study.targets import sft_set
 from repro.ar_study.teacher import synthesize, teacher_rows, verdict_counts
 from repro.assets import resolve
 from repro.config import Profile
+from repro.generation.prompting import load_tokenizer
 from repro.io import fingerprint, model_fingerprint, write_json, write_jsonl
 from repro.train.sft import LoRARun, fitting_examples, train_lora
 
@@ -45,7 +44,7 @@ def variant_run(cfg: Profile, variant: str, examples: list[dict]) -> LoRARun:
     sft = cfg.ar_study.sft
     model = resolve(cfg.ar_study.student, cfg.name)
     fitting, dropped = fitting_examples([{k: e[k] for k in ("prompt", "completion")} for e in examples],
-                                        AutoTokenizer.from_pretrained(model), sft.max_length)
+                                        load_tokenizer(model), sft.max_length)
     if not fitting:
         raise ValueError(f"no {variant} example fits ar_study.sft.max_length={sft.max_length}")
     config = {"study": "ar_study", "variant": variant, "student": cfg.ar_study.student,

@@ -29,7 +29,6 @@ import dataclasses
 from pathlib import Path
 
 from nltk.tokenize.punkt import PunktSentenceTokenizer
-from transformers import AutoTokenizer
 
 from repro.assets import resolve
 from repro.config import FilCoConfig, Profile, load_profile
@@ -39,6 +38,7 @@ from repro.data.splits import sample_rows
 from repro.evaluation.refiners import PromptedRefiner
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
+from repro.generation.prompting import load_tokenizer
 from repro.io import fingerprint, model_fingerprint, write_jsonl
 from repro.metrics import f1
 from repro.preflight import require
@@ -138,7 +138,7 @@ def train_filco(cfg: Profile, root: str | Path | None = None, *, progress: bool 
         raise ValueError(f"profile {cfg.name} has no filco section")
     root = Path(root) if root is not None else filco_dir(cfg.name)
     model = resolve(cfg.models.extractor, cfg.name)
-    examples, dropped = training_examples(cfg, AutoTokenizer.from_pretrained(model))
+    examples, dropped = training_examples(cfg, load_tokenizer(model))
     if not examples:
         raise ValueError(f"no FilCo training example (criterion {filco.criterion}, require_silver "
                          f"{filco.require_silver}) fits filco.max_length={filco.max_length}")

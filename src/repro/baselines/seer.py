@@ -34,7 +34,6 @@ from pathlib import Path
 import numpy as np
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoTokenizer
 
 from repro.assets import resolve
 from repro.config import Profile, SEERConfig, load_profile
@@ -47,7 +46,7 @@ from repro.evaluation.records import RecordFile
 from repro.evaluation.refiners import PromptedRefiner
 from repro.generation import GenerationParams, Generator, Prompt
 from repro.generation.pool import ModelPool
-from repro.generation.prompting import encode
+from repro.generation.prompting import encode, load_tokenizer
 from repro.generation.transformers_backend import TransformersGenerator
 from repro.io import fingerprint, model_fingerprint, write_json, write_jsonl
 from repro.metrics import normalize_answer
@@ -329,7 +328,7 @@ def train_seer(cfg: Profile, root: str | Path | None = None, *, progress: bool =
                                        "mean": scores.mean(axis=0).tolist(), "std": scores.std(axis=0).tolist(),
                                        "candidates": len(scores), "questions": len(records)})
     extractor = resolve(cfg.models.extractor, cfg.name)
-    tokenizer = AutoTokenizer.from_pretrained(extractor)
+    tokenizer = load_tokenizer(extractor)
     examples = dpo_examples(records, {row["id"]: row for row in rows}, weights, seer)
     fitting = [e for e in examples if pair_length(e, tokenizer) <= seer.max_length]
     write_jsonl(root / "pairs.jsonl", fitting)

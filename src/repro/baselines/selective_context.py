@@ -30,6 +30,7 @@ from repro.config import Profile, SelectiveContextConfig
 from repro.evaluation.refiners import Refinement, Refiner
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
+from repro.generation.prompting import load_tokenizer
 from repro.io import model_fingerprint
 from repro.prompts import passages_document
 
@@ -215,13 +216,13 @@ def load_phrase_parser(path: str):
 def build(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> SelectiveContext:
     """The registry's builder (repro.registry): the causal LM of baselines.selective_context, and its phrase parser
     for phrase units; models load here."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM
 
     from repro.generation.transformers_backend import resolve_dtype
 
     settings = cfg.baselines.selective_context
     model = resolve(settings.model, cfg.name)
-    tokenizer = AutoTokenizer.from_pretrained(model, trust_remote_code=False)
+    tokenizer = load_tokenizer(model)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     lm = AutoModelForCausalLM.from_pretrained(model, dtype=resolve_dtype(cfg.models.inference, device),
                                               device_map=device, use_safetensors=True, trust_remote_code=False)

@@ -26,6 +26,7 @@ from repro.evaluation.refiners import Refiner
 from repro.evaluation.runner import evaluate
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
+from repro.generation.prompting import load_tokenizer
 from repro.registry import METHODS
 
 MAIN_COMPARISON = "main_comparison"
@@ -42,9 +43,7 @@ def evaluation_rows(cfg: Profile, dataset: str, split: str, max_questions: int |
 
 def length_tokenizer(cfg: Profile):
     """The extractor's tokenizer, in which every length and CR is counted (D13)."""
-    from transformers import AutoTokenizer  # here: a study that only reads its files does not import transformers
-
-    return AutoTokenizer.from_pretrained(resolve(cfg.models.extractor, cfg.name))
+    return load_tokenizer(resolve(cfg.models.extractor, cfg.name))
 
 
 class Study:

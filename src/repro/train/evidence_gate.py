@@ -33,6 +33,7 @@ from repro.data.qa import read_contexts
 from repro.data.sentences import keyed_rng, passage_sentences
 from repro.data.splits import sample_rows
 from repro.generation import GenerationParams, make_generator
+from repro.generation.prompting import load_tokenizer
 from repro.masking import ANSWER_PROMPTS, knowledge_masked_contexts
 
 BATCH_SIZE = 16  # prompts per transformers batch, as the held-out scoring (repro.train.heldout)
@@ -61,9 +62,7 @@ def gate_items(reader: str, rows: Sequence[dict], rewards: RewardsConfig, seed: 
                dtype: str = "float32", progress: bool = True) -> pd.DataFrame:
     """One row per question and kind of evidence: the sentence, the reader's greedy o_e from Eq. 4's evidence
     context under `rewards` (mask mode, answer prefill, prompt) and its F1 and EM against the golden answers."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(reader)
+    tokenizer = load_tokenizer(reader)
     items, texts = [], []
     for row in rows:
         for kind, sentence in gate_sentences(row, seed).items():

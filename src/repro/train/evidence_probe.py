@@ -32,12 +32,12 @@ import numpy as np
 import pandas as pd
 import torch
 from scipy.special import logsumexp
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AutoModelForCausalLM, DynamicCache
 
 from repro import tags
 from repro.data.answers import has_answer
 from repro.data.sentences import passage_sentences
-from repro.generation.prompting import encode
+from repro.generation.prompting import encode, load_tokenizer
 from repro.generation.transformers_backend import resolve_dtype
 from repro.train.data import extraction_row
 from repro.train.shared_prefill import PrefixCache, common_prefix_length, supports
@@ -156,7 +156,7 @@ def probe_items(policy: str, rows: Sequence[dict], rollouts: Sequence[str], dtyp
     if len(rows) != len(rollouts):
         raise ValueError(f"{len(rows)} questions but {len(rollouts)} rollouts")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")  # as the transformers engine
-    tokenizer = AutoTokenizer.from_pretrained(policy, trust_remote_code=False)
+    tokenizer = load_tokenizer(policy)
     model = AutoModelForCausalLM.from_pretrained(policy, dtype=resolve_dtype(dtype, device), device_map=device,
                                                  use_safetensors=True, trust_remote_code=False).eval()
     prefixes = PrefixCache()  # GRPO's instruction, which every question's prompt begins with, is prefilled once

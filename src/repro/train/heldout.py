@@ -21,7 +21,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from transformers import AutoTokenizer
 
 from repro import metrics, stats, tags
 from repro.config import Profile
@@ -30,6 +29,7 @@ from repro.data.answers import answer_in_passages
 from repro.data.qa import read_contexts
 from repro.data.splits import sample_rows
 from repro.generation import GenerationParams, make_generator
+from repro.generation.prompting import load_tokenizer
 from repro.train.data import extraction_row
 from repro.train.rollout_reward import score_rollout
 from repro.train.rollout import MASKED_TARGETS, answer_contexts, parse_rollout
@@ -73,7 +73,7 @@ def score_policy(cfg: Profile, policy: str, rows: Sequence[dict], rollouts: Sequ
     check's), o_r, o_e, every term of `score_rollout`'s summary, and `ar_evidence`, the answer recall of the rollout's
     evidence. `masked` (a subset of MASKED_TARGETS) says which masked answers are generated; the others are None
     and their terms NaN (the answer subset must not need them)."""
-    tokenizer = AutoTokenizer.from_pretrained(policy)
+    tokenizer = load_tokenizer(policy)
     train_rows = [extraction_row(row, tokenizer, cfg.rewards.length_unit) for row in rows]
     with make_generator(cfg.train.heldout_backend, policy, dtype=cfg.models.inference, progress=progress,
                         **cfg.train.heldout_options) as generator:

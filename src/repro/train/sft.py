@@ -48,6 +48,7 @@ from repro.data import layout
 from repro.data.answers import answer_in_passages
 from repro.data.qa import read_contexts
 from repro.data.splits import sample_rows
+from repro.generation.prompting import load_tokenizer
 from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json, write_jsonl
 from repro.preflight import require
 from repro.prompts import passages_document, qa_messages
@@ -266,7 +267,7 @@ def train_qa_generator(cfg: Profile, root: str | Path | None = None, *, progress
         raise ValueError(f"profile {cfg.name} has no qa_generator section")
     root = Path(root) if root is not None else layout.qa_generator_dir(cfg.name)
     model = resolve(cfg.models.generator, cfg.name)
-    examples, dropped = training_examples(cfg, AutoTokenizer.from_pretrained(model))
+    examples, dropped = training_examples(cfg, load_tokenizer(model))
     if not examples:
         raise ValueError(f"no training example fits qa_generator.max_length={sft.max_length}")
     config = {"generator": cfg.models.generator, "model": model_fingerprint(model), "dtype": cfg.models.dtype,

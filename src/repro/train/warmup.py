@@ -40,8 +40,6 @@ import typing
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from transformers import AutoTokenizer
-
 from repro import tags
 from repro.assets import resolve
 from repro.config import Profile, WarmupTargets, load_profile
@@ -51,6 +49,7 @@ from repro.data.qa import read_contexts
 from repro.data.sentences import keyed_rng, PassageSentence, random_sentence
 from repro.data.splits import sample_rows
 from repro.generation import GenerationParams, make_generator
+from repro.generation.prompting import load_tokenizer
 from repro.io import atomic_dir, fingerprint, model_fingerprint, write_json
 from repro.prompts import render_chat
 from repro.train.data import extraction_prompt
@@ -120,7 +119,7 @@ def model_answers(model: str, prompts: Sequence[list[dict]], prefixes: Sequence[
                   max_new_tokens: int, progress: bool = True) -> list[str]:
     """`model`'s greedy answer after each rollout prefix (the prompt's turns, then the prefix up to `<answer>`), on
     the transformers engine: its text up to `</answer>`, a line break or another tag; "" when that is blank."""
-    tokenizer = AutoTokenizer.from_pretrained(model)
+    tokenizer = load_tokenizer(model)
     texts = [render_chat(tokenizer, messages, prefix) for messages, prefix in zip(prompts, prefixes)]
     with make_generator("transformers", model, dtype=dtype, progress=progress) as generator:
         outputs = generator.generate(texts, GenerationParams(max_new_tokens=max_new_tokens, stop=("</answer>",),
@@ -154,7 +153,7 @@ def merge_adapter(base: str, adapter: Path, out: Path, dtype: str) -> None:
     merged = merged_model(base, adapter, dtype)
     with atomic_dir(out) as tmp:
         merged.save_pretrained(tmp, safe_serialization=True)
-        AutoTokenizer.from_pretrained(base).save_pretrained(tmp)
+        load_tokenizer(base).save_pretrained(tmp)
 
 
 def warm_up_policy(cfg: Profile, rows: list[dict], root: Path, progress: bool = True) -> Path:
@@ -167,7 +166,7 @@ def warm_up_policy(cfg: Profile, rows: list[dict], root: Path, progress: bool = 
         answers = functools.partial(model_answers, base, dtype=cfg.models.inference,
                                     max_new_tokens=cfg.train.max_answer_length, progress=progress)
     examples = warmup_examples(rows, warmup.max_train_questions, cfg.seed, warmup.targets, answers)
-    examples, dropped = fitting_examples(examples, AutoTokenizer.from_pretrained(base), warmup.max_length)
+    examples, dropped = fitting_examples(examples, load_tokenizer(base), warmup.max_length)
     if not examples:
         raise ValueError(f"train.format_warmup: no {cfg.train.dataset}/{warmup.split} question has a "
                          f"{warmup.targets} target within max_length={warmup.max_length} tokens")
