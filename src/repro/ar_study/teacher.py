@@ -26,7 +26,6 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
-
 from repro.ar_study.paths import teacher_path, teacher_requests_path
 from repro.assets import resolve
 from repro.config import ArTeacherConfig, Profile
