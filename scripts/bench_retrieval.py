@@ -16,12 +16,12 @@ import time
 
 import numpy as np
 
-from repro import data_stage
 from repro.config import load_profile
 from repro.data import layout
 from repro.data.qa import read_qa
 from repro.io import write_json
 from repro.retrieval import faiss_index
+from repro.retrieval import prepare as data_stage
 from repro.retrieval.run import FAISS_FILE, RetrievalSession
 
 

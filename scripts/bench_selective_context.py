@@ -24,7 +24,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from repro import assets
 from repro.baselines.selective_context import self_information
-from repro.baselines.sentences import split_sentences
+from repro.data.sentences import selective_context_sentences
 from repro.generation.transformers_backend import resolve_dtype
 
 
@@ -39,7 +39,7 @@ def passages(count: int, words: int = 100) -> list[str]:
 
 def scored_texts(passage_list: list[str], condition_on: str) -> list[list[str]]:
     """Per passage, the texts scored on their own."""
-    return [split_sentences(p) if condition_on == "sentence" else [p] for p in passage_list]
+    return [selective_context_sentences(p) if condition_on == "sentence" else [p] for p in passage_list]
 
 
 def timed(groups: list[list[str]], model, tokenizer, batch_size: int, per_passage: bool):

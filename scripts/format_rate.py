@@ -17,9 +17,9 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from repro import prompts, tags
 from repro.config import load_profile
-from repro.train.data import split_rows
+from repro.formulas import prompts, tags
+from repro.train.grpo.data import split_rows
 
 KINDS = ("well formatted", "cut off", "no </answer>", "other")
 

@@ -4,7 +4,7 @@ One policy (`--model`, default SmolLM2-135M-Instruct as `tiny` materialises it) 
 held-out-like questions (GRPO's extraction prompt over five 100-word Wikipedia passages: a FanOutQA leaf question,
 two passages of its evidence page and one each of three other pages), through
 `make_generator("vllm", model, dtype=models.inference, **train.heldout_options)` of `--profile`, as
-`repro.train.heldout.score_policy` writes them. Each condition runs in a fresh interpreter (a run of its own, as a
+`repro.studies.heldout.score_policy` writes them. Each condition runs in a fresh interpreter (a run of its own, as a
 stage would be), under `load` with two Python processes spinning on the cores for the whole run:
 
     inproc_alone_1        the engine in this process (D193, the default), alone: the reference
@@ -110,7 +110,7 @@ def run_condition(name: str, model: str, args: argparse.Namespace, result: Path)
     from repro.config import load_profile
     from repro.generation import GenerationParams, make_generator
     from repro.generation import vllm_backend
-    from repro.train.data import extraction_row
+    from repro.train.grpo.data import extraction_row
     from transformers import AutoTokenizer
 
     condition = CONDITIONS[name]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from repro.paper import PAPER_SEED, paper_excerpts  # noqa: F401  (the tests import them from here)
+from repro.reporting.paper import PAPER_SEED, paper_excerpts  # noqa: F401  (the tests import them from here)
 
 ROOT = Path(__file__).resolve().parents[1]
 PAPER_TEXT = ROOT / "data" / "paper" / "text"  # excerpts of the paper text with their provenance (D108)
@@ -115,10 +115,10 @@ BIN_ONLY_REPOS = {"facebook/dpr-question_encoder-single-nq-base", "facebook/dpr-
 
 @pytest.fixture(scope="session")
 def rehearsal_mirror(tmp_path_factory) -> tuple[Path, dict]:
-    """The rehearsal's hub mirror (repro.rehearsal.mirror, seed 0) and its manifest, for reading only. Its tests are
+    """The rehearsal's hub mirror (repro.ops.rehearsal.mirror, seed 0) and its manifest, for reading only. Its tests are
     marked `pytest.mark.xdist_group(REHEARSAL_MIRROR)`, which `make test`'s `--dist loadgroup` runs on one worker, so
     that it is built once."""
-    from repro.rehearsal import mirror
+    from repro.ops.rehearsal import mirror
 
     root = tmp_path_factory.mktemp("hub") / "mirror"
     return root, mirror.build_mirror(root, seed=0, log=lambda _: None)

@@ -7,7 +7,7 @@ from repro.agentic.actions import (ACTION_STOPS, INVALID_ACTION_MESSAGE, SEARCH_
                                    cut_response, eval_rar_protocol, evaluation_blocks, evaluation_text, final_answer,
                                    format_documents, information_block, parse_action, step_reasoning)
 from repro.agentic.extractor import compose_query
-from repro.prompts import EVAL_RAR_TEMPLATE, SEARCH_R1_TEMPLATE
+from repro.formulas.prompts import EVAL_RAR_TEMPLATE, SEARCH_R1_TEMPLATE
 
 DOCS = [{"id": "7", "contents": '"Garajonay National Park"\nGarajonay National Park is located on La Gomera.'},
         {"id": "9", "contents": '"Teide National Park"\nTeide National Park is a national park in Tenerife.'}]

@@ -12,10 +12,10 @@ from repro.agentic.loop import AgentSettings, agent_prompt, run_agent
 from repro.agentic.search import LocalSearch
 from repro.agentic.trajectory import Trajectory, compression
 from repro.data.corpus import PassageStore, make_contents
+from repro.formulas.prompts import chat_messages, eval_rar_prompt, render_chat
 from repro.generation import Generator
 from repro.generation.transformers_backend import TransformersGenerator
 from repro.io import write_jsonl
-from repro.prompts import chat_messages, eval_rar_prompt, render_chat
 from repro.retrieval.bm25 import BM25Retriever
 
 PAGES = {

@@ -12,20 +12,20 @@ import pytest
 from conftest import ROOT
 from statsmodels.stats.multitest import multipletests
 
-from repro import stats
 from repro.agentic.actions import INVALID_ACTION_MESSAGE, eval_rar_protocol, format_documents, information_block
-from repro.agentic.cases import case_html, case_kind, cases_html, pair_trajectories, pick_cases
-from repro.agentic import study
 from repro.agentic.loop import agent_prompt
-from repro.agentic.study import (TRAJECTORY_FIELDS, _record, compare_conditions, condition_pairs, extractor_ref,
-                                 model_label, paired_item_scores, run_study, sample_items, summarize, table5_layout,
-                                 table6_layout, trajectory_path)
 from repro.agentic.trajectory import Trajectory, Turn
 from repro.config import ConfigError, load_profile
+from repro.evaluation.records import read_records
 from repro.generation import Generator
 from repro.generation import pool as pool_module
-from repro.evaluation.records import read_records
 from repro.io import write_jsonl
+from repro.reporting import stats
+from repro.studies import agentic as study
+from repro.studies.agentic import (TRAJECTORY_FIELDS, _record, compare_conditions, condition_pairs, extractor_ref,
+                                 model_label, paired_item_scores, run_study, sample_items, summarize, table5_layout,
+                                 table6_layout, trajectory_path)
+from repro.studies.agentic_cases import case_html, case_kind, cases_html, pair_trajectories, pick_cases
 
 DOC = {"id": "1", "contents": '"Britney Spears"\nSpears was born in McComb, Mississippi, the second child.',
        "score": 1.0}

@@ -11,9 +11,22 @@ import pytest
 import yaml
 from transformers import AutoTokenizer
 
-from repro import preflight, remote, stats
-from repro.ar_study.paths import VARIANTS, adapter_dir
-from repro.ar_study.recall import (
+from repro import assets
+from repro.config import ConfigError, load_profile
+from repro.data import layout
+from repro.evaluation.records import read_records
+from repro.formulas.prompts import evidence_extraction_prompt, format_passages, render_chat
+from repro.formulas.tags import is_well_formatted
+from repro.generation import GenerationParams, Generator
+from repro.generation import pool as pool_module
+from repro.generation.openai_client import HTTPGenerationError
+from repro.generation.transformers_backend import TransformersGenerator
+from repro.io import write_jsonl
+from repro.ops import preflight, remote
+from repro.reporting import stats
+from repro.reporting.paper import load_paper_tables
+from repro.studies.ar_study.paths import VARIANTS, adapter_dir
+from repro.studies.ar_study.recall import (
     AR_FIELDS,
     ar_record,
     VariantExtractor,
@@ -23,9 +36,9 @@ from repro.ar_study.recall import (
     passages_hold_answer,
     run_recall,
 )
-from repro.ar_study.tables import discordant_cases, mcnemar_table, overlap_categories, overlap_table, table1
-from repro.ar_study.targets import sft_set, variant_target
-from repro.ar_study.teacher import (
+from repro.studies.ar_study.tables import discordant_cases, mcnemar_table, overlap_categories, overlap_table, table1
+from repro.studies.ar_study.targets import sft_set, variant_target
+from repro.studies.ar_study.teacher import (
     TAG_STRINGS,
     Teacher,
     make_record,
@@ -37,18 +50,7 @@ from repro.ar_study.teacher import (
     teacher_verdict,
     verdict_counts,
 )
-from repro.ar_study.train import train_variants
-from repro.config import ConfigError, load_profile
-from repro.data import layout
-from repro.evaluation.records import read_records
-from repro.io import write_jsonl
-from repro.generation import GenerationParams, Generator
-from repro.generation import pool as pool_module
-from repro.generation.openai_client import HTTPGenerationError
-from repro.generation.transformers_backend import TransformersGenerator
-from repro.paper import load_paper_tables
-from repro.prompts import evidence_extraction_prompt, format_passages, render_chat
-from repro.tags import is_well_formatted
+from repro.studies.ar_study.train import run_teacher, train_variants
 
 from conftest import ROOT
 from test_generation_vllm import fake_vllm  # noqa: F401 (fixture)
@@ -319,6 +321,7 @@ def test_the_study_runs_on_the_ci_profile_and_reruns_from_its_files(tmp_path, mo
     _write_contexts(cfg, ev.in_distribution, ev.split, test)
     _write_contexts(cfg, ev.out_of_distribution, ev.split, test[-1:])  # nothing recallable
 
+    run_teacher(cfg, progress=False)
     adapters = train_variants(cfg, progress=False)
     assert all((a / "adapter_model.safetensors").exists() for a in adapters.values())
     assert {json.loads((a.parent / "run_config.json").read_text())["processes"] for a in adapters.values()} == {1}
@@ -351,7 +354,7 @@ def test_the_documented_local_teacher_is_a_valid_switch_of_the_paper_profiles():
         cfg = load_profile(name)
         assert cfg.ar_study.teacher.backend == "openai"  # the default stays DeepSeek-R1 itself, over an API
         cfg = with_teacher(cfg, **local)  # validated: the options are VLLMGenerator arguments
-        assert local["model"] in remote.references(cfg)  # fetched (and locked) with the profile's other assets
+        assert local["model"] in assets.references(cfg)  # fetched (and locked) with the profile's other assets
         key = f"params.yaml: profiles.{name}.ar_study.teacher.options"
         assert (key, [local["model"]], local["options"]) in preflight.engines(cfg)  # GPUs and memory checked
 

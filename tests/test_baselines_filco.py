@@ -20,10 +20,10 @@ from repro.baselines.filco import (
 from repro.config import load_profile
 from repro.evaluation.answering import Answerer
 from repro.evaluation.runner import evaluate
+from repro.formulas.prompts import chat_messages
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
-from repro.prompts import chat_messages
-from repro.train.sft import fit_lora_sft, sft_args
+from repro.train.lora.runner import fit_lora_sft, sft_args
 
 ROW = {"id": "q1", "question": "Where is the Eiffel Tower?", "golden_answers": ["Paris", "City of Light"],
        "passages": [

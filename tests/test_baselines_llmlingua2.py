@@ -9,8 +9,8 @@ import pytest
 from repro import assets
 from repro.baselines.llmlingua2 import LLMLingua2, check_model_name, seed_tiktoken_cache
 from repro.config import LLMLingua2Config
+from repro.formulas.prompts import passages_document
 from repro.registry import METHODS
-from repro.prompts import passages_document
 
 ROWS = [
     {"id": "a", "question": "Who designed the Eiffel Tower?", "golden_answers": ["Gustave Eiffel"], "passages": [

@@ -30,9 +30,9 @@ from repro.baselines.seer import (
     seer_prompt,
 )
 from repro.config import load_profile
+from repro.formulas.prompts import chat_messages, passages_document, qa_messages
 from repro.generation import GenerationParams, Generator
 from repro.generation.transformers_backend import TransformersGenerator
-from repro.prompts import chat_messages, passages_document, qa_messages
 from repro.retrieval.encoders import TextEncoder
 
 ROW = {"id": "q1", "question": "What is the capital of France?", "golden_answers": ["Paris"],

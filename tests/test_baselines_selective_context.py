@@ -18,9 +18,9 @@ from repro.baselines.selective_context import (
     self_information,
     unit_self_information,
 )
-from repro.baselines.sentences import split_sentences
 from repro.config import SelectiveContextConfig
-from repro.prompts import passages_document
+from repro.data.sentences import selective_context_sentences
+from repro.formulas.prompts import passages_document
 
 ROWS = [
     {"id": "a", "question": "Who designed the Eiffel Tower?", "golden_answers": ["Gustave Eiffel"], "passages": [
@@ -61,7 +61,8 @@ class FixedTable(SelectiveContext):
 
 def test_sentences_follow_selective_contexts_rule():
     text = "Mr. Smith met Dr. Jones in  Paris. Was it e.g. raining? Yes! It was."
-    assert split_sentences(text) == ["Mr. Smith met Dr. Jones in Paris.", "Was it e.g. raining?", "Yes! It was."]
+    assert selective_context_sentences(text) == ["Mr. Smith met Dr. Jones in Paris.", "Was it e.g. raining?",
+                                                 "Yes! It was."]
 
 
 def test_percentile_filter_removes_the_units_below_the_percentile():

@@ -6,9 +6,9 @@ import pytest
 import yaml
 
 from conftest import PAPER_SEED, ROOT
-from repro import claims as claims_module
 from repro.io import InputError
-from repro.paper import KINDS, load_claims, load_paper_tables, select_cells
+from repro.reporting import claims as claims_module
+from repro.reporting.paper import KINDS, load_claims, load_paper_tables, select_cells
 
 SEED = ROOT.parent / "shared" / "seeds" / PAPER_SEED  # the source itself, beside the repository in the lab only
 BASE = "eviomni-beats-var"  # a sign test over the EM and F1 cells of Table 2's VAR methods and EviOmni
@@ -91,7 +91,8 @@ def test_load_claims_rejects_duplicate_ids_and_a_file_without_claims(claims, tmp
         load_claims(_write(tmp_path, {"claims": claims}))
 
 
-# Verdicts on the reported numbers (repro.claims), by hand ---------------------------------------------------------
+# Verdicts on the reported numbers (repro.reporting.claims), by hand
+# ---------------------------------------------------------
 
 
 def cells(values: dict[str, list[float]], metric: str = "EM") -> pd.DataFrame:

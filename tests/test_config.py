@@ -20,7 +20,7 @@ from repro.config import (
     read_params,
 )
 from repro.registry import REWARD_DESIGNS
-from repro.stats import mcnemar_sample_size
+from repro.reporting.stats import mcnemar_sample_size
 
 PAPER_PROFILES = ["paper-1p5b", "paper-7b"]
 

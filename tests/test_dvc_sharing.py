@@ -14,12 +14,12 @@ import pytest
 import yaml
 
 from conftest import ROOT
-from repro import plots
 from repro.evaluation.records import RecordFile
 from repro.generation.openai_client import read_cache
 from repro.io import detach
-from repro.train.figures import training_dynamics_data
-from repro.train.logs import StepLog
+from repro.reporting import plots
+from repro.studies.training_dynamics import training_dynamics_data
+from repro.train.grpo.logs import StepLog
 
 DVC_YAML = yaml.safe_load((ROOT / "dvc.yaml").read_text())
 STAGES = DVC_YAML["stages"]

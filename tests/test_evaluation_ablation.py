@@ -12,11 +12,11 @@ import pytest
 from conftest import ROOT
 from repro.config import ConfigError, is_main_run, load_profile
 from repro.data import layout
-from repro.evaluation import ablation
-from repro.evaluation.ablation import compare_subsets, subset_label, subset_name, summarize_ablation, table3
 from repro.io import write_jsonl
-from repro.paper import load_paper_tables
-from repro.train.logs import TrainRun
+from repro.reporting.paper import load_paper_tables
+from repro.studies import ablation
+from repro.studies.ablation import compare_subsets, subset_label, subset_name, summarize_ablation, table3
+from repro.train.grpo.logs import TrainRun
 
 ALL = "Evidence+Rationale+Full Ctx"
 REFERENCE = ("evidence", "rationale", "full")

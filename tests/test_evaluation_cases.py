@@ -4,8 +4,8 @@ evidence-recall table, on hand-written records."""
 import pandas as pd
 import pytest
 
-from repro.evaluation.cases import case_html, evidence_recall, find_cases, highlight, load_cases
 from repro.io import write_jsonl
+from repro.studies.cases import case_html, evidence_recall, find_cases, highlight, load_cases
 
 ROWS = [{"id": f"q{i}", "question": f"Where was singer {i} born?", "golden_answers": ["McComb"],
          "passages": [{"id": "p1", "contents": '"Britney Spears"\nSpears was born in McComb, Mississippi.'}]}

@@ -6,10 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from repro.evaluation.latency import measure_latency, table4
 from repro.evaluation.refiners import ChainOfThought
 from repro.generation import GenerationParams
 from repro.generation.transformers_backend import TransformersGenerator
+from repro.studies.latency import measure_latency, table4
 
 ROWS = [{"id": str(i), "question": f"What is item {i}?", "golden_answers": ["x"],
          "passages": [{"id": str(i), "contents": f'"Item {i}"\nItem {i} is a thing.', "score": 1.0}]} for i in range(5)]

@@ -4,9 +4,7 @@ import pytest
 
 from repro.evaluation.answering import Answerer, read_prediction
 from repro.evaluation.refiners import ChainOfThought, ClosedBook, FullPassages, RationalExtractor, Refinement
-from repro.generation import GenerationParams, Generator
-from repro.generation.transformers_backend import TransformersGenerator
-from repro.prompts import (
+from repro.formulas.prompts import (
     EVIDENCE_STOP,
     chat_messages,
     closed_book_qa_prompt,
@@ -16,7 +14,9 @@ from repro.prompts import (
     qa_messages,
     rag_qa_prompt,
 )
-from repro.tags import extract_evidence
+from repro.formulas.tags import extract_evidence
+from repro.generation import GenerationParams, Generator
+from repro.generation.transformers_backend import TransformersGenerator
 
 ROWS = [
     {"id": "a", "question": "Who wrote Hamlet?", "golden_answers": ["Shakespeare"], "passages": [

@@ -10,13 +10,14 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from repro import assets, rewards
+from repro import assets
 from repro.config import DesignRow, is_main_design_run, load_profile
 from repro.data import layout
-from repro.evaluation import reward_designs as rd
-from repro.evaluation.figures import plot_reward_designs
+from repro.formulas import rewards
 from repro.io import write_jsonl
 from repro.registry import REWARD_DESIGNS
+from repro.studies import reward_designs as rd
+from repro.studies.figures import plot_reward_designs
 
 QUESTION = "What is the capital of France?"
 

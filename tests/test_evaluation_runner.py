@@ -12,12 +12,12 @@ from repro.evaluation.answering import Answerer, read_prediction
 from repro.evaluation.records import read_records
 from repro.evaluation.refiners import ClosedBook, FullPassages
 from repro.evaluation.runner import evaluate
-from repro.evaluation.study import sample_answerable, run_reading_check
+from repro.formulas.metrics import exact_match, f1
+from repro.formulas.prompts import format_passages
 from repro.generation import GenerationParams
 from repro.generation.transformers_backend import TransformersGenerator
 from repro.io import write_jsonl
-from repro.metrics import exact_match, f1
-from repro.prompts import format_passages
+from repro.studies.comparison import sample_answerable, run_reading_check
 
 pytestmark = pytest.mark.slow
 

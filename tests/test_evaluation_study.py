@@ -7,15 +7,15 @@ import pytest
 
 from repro.config import EvaluationMethod, load_profile
 from repro.evaluation.methods import build_refiner, extractor_model
-from repro.registry import METHODS
 from repro.evaluation.refiners import ClosedBook, FullPassages
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
+from repro.registry import METHODS
 
 def test_every_configurable_method_is_registered():
     assert set(METHODS) == set(typing.get_args(EvaluationMethod))
     assert {m.key for m in METHODS.values() if m.group == "VAR"} == {
-        "selective_context", "llmlingua2", "llmlingua2_standin", "recomp", "filco", "seer"}
+        "lead_sentence", "selective_context", "llmlingua2", "llmlingua2_standin", "recomp", "filco", "seer"}
     for name in ("ci", "tiny", "paper-1p5b", "paper-7b"):
         cfg = load_profile(name)
         assert set(cfg.evaluation.methods) <= set(METHODS) and set(cfg.latency.methods) <= set(METHODS)

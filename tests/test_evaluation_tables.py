@@ -93,7 +93,7 @@ def test_paired_tests_on_the_same_items(files):
 
 
 def test_extra_file_columns_such_as_the_noise_level_are_kept_and_plotted(files):
-    from repro.evaluation.figures import plot_noise_robustness
+    from repro.studies.figures import plot_noise_robustness
 
     noisy = pd.concat([files.assign(noise=0), files.assign(noise=2)], ignore_index=True)
     summary = summarize_files(noisy)

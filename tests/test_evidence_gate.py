@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from repro.config import RewardsConfig
-from repro.train.evidence_gate import gate_contrast, gate_items, gate_passes, gate_rows, gate_sentences
+from repro.studies.evidence_gate import gate_contrast, gate_items, gate_passes, gate_rows, gate_sentences
 
 ROW = {"id": "q1", "question": "Who designed the Eiffel Tower?", "golden_answers": ["Gustave Eiffel", "Eiffel"],
        "passages": [{"contents": "Paris\nParis is the capital. Eiffel lived here."},

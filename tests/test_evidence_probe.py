@@ -8,10 +8,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from repro.generation.prompting import encode
-from repro.train.data import extraction_row
-from repro.train.evidence_probe import (answer_share, probe_items, probe_prefix, sentence_log_probs,
+from repro.studies.evidence_probe import (answer_share, probe_items, probe_prefix, sentence_log_probs,
                                         split_tokens)
-from repro.train.shared_prefill import PrefixCache
+from repro.train.grpo.data import extraction_row
+from repro.train.speedups.shared_prefill import PrefixCache
 
 ROW = {"id": "q1", "question": "Who founded Vell?", "golden_answers": ["Anna Berg"],
        "passages": [{"contents": "Vell\nVell lies on the Tarn. Anna Berg founded it in 1810."},
@@ -74,7 +74,7 @@ def test_batched_log_probs_equal_one_forward_pass_per_sentence(tiny, monkeypatch
     prefix = "<reason>Vell is a town.</reason><extract>"
     # segments of 8, 16, 20 and 29 tokens (the quote's `>"` shortens the shared context by one) packed as [two
     # sentences], [one], [one longer than the budget]
-    monkeypatch.setattr("repro.train.evidence_probe.SEGMENT_TOKENS", 24)
+    monkeypatch.setattr("repro.studies.evidence_probe.SEGMENT_TOKENS", 24)
     batched = sentence_log_probs(model, tokenizer, prompt, prefix, SENTENCES)
     expected = [naive_log_prob(model, tokenizer, prompt, prefix, s) for s in SENTENCES]
     assert batched == pytest.approx(expected, abs=1e-4)

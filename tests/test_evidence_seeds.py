@@ -11,13 +11,13 @@ import pandas as pd
 import pytest
 from transformers import TrainerState
 
-from repro import stats
 from repro.config import EvidenceConfig, load_profile
 from repro.data import layout
 from repro.io import read_json, write_json, write_jsonl
-from repro.train import evidence_seeds as es
-from repro.train import heldout
-from repro.train.run import selected_step
+from repro.reporting import stats
+from repro.studies import evidence_seeds as es
+from repro.studies import heldout
+from repro.train.grpo.run import selected_step
 from scripts.machine import cores_busy
 
 PASSAGES = [{"contents": "Vell\nVell lies on the Tarn. Anna Berg founded it."},

@@ -118,7 +118,7 @@ def grpo_outputs(run: Path) -> dict:
 
 def test_a_grpo_run_killed_at_random_moments_ends_as_an_uninterrupted_run(grpo_workdir):
     rng = random.Random(SEED)
-    args = lambda run: ["-m", "repro.train", "--params", "params.yaml", "--profile", "ci",  # noqa: E731
+    args = lambda run: ["-m", "repro.train.grpo", "--params", "params.yaml", "--profile", "ci",  # noqa: E731
                         "--run-dir", run]
     startup, active = run_to_end(args("whole"), grpo_workdir, grpo_workdir / "whole" / "run_config.json")
 

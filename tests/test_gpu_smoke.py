@@ -14,10 +14,10 @@ import pytest
 import yaml
 from conftest import BIN_ONLY_REPOS, REHEARSAL_MIRROR
 
-from repro import remote
 from repro.config import is_main_run, load_profile, read_params
 from repro.io import InputError
-from repro.preflight import Gpu, gpu_errors
+from repro.ops import remote
+from repro.ops.preflight import Gpu, gpu_errors
 
 ROOT = Path(__file__).resolve().parents[1]
 WIKI18 = [{"id": str(i), "contents": f'"{title}"\n{title} passage {i}'}
@@ -136,7 +136,7 @@ def test_the_smoke_fetches_the_bin_only_repos_from_the_rehearsal_mirror_and_conv
 
 
 def test_the_data_stage_cuts_the_first_passages_of_the_fetched_corpus(project):
-    from repro.data_stage import build_corpus, open_corpus
+    from repro.retrieval.prepare import build_corpus, open_corpus
 
     source = project / "hub" / "wiki-18.jsonl.gz"
     source.parent.mkdir()

@@ -1,4 +1,4 @@
-"""Saving from JupyterLab never reaches the DVC cache (repro.lab, D197): a real Jupyter server on 127.0.0.1 saves a
+"""Saving from JupyterLab never reaches the DVC cache (repro.ops.lab, D197): a real Jupyter server on 127.0.0.1 saves a
 table and a notebook that `dvc add` linked to the cache, the cache objects keep their bytes, and `dvc status`
 reports the outputs as modified."""
 
@@ -52,7 +52,7 @@ def lab_server(outputs):
         [sys.executable, "-m", "jupyter_server", "--no-browser", "--allow-root", f"--ServerApp.port={port}",
          "--ServerApp.ip=127.0.0.1",
          f"--ServerApp.root_dir={outputs}", f"--IdentityProvider.token={TOKEN}",
-         "--ServerApp.contents_manager_class=repro.lab.DetachingContentsManager"],
+         "--ServerApp.contents_manager_class=repro.ops.lab.DetachingContentsManager"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:

@@ -1,22 +1,22 @@
-"""The claims ledger: our-run verdicts by the fixed rules of repro.claims (hand-built tests), the studies' tables read
-in the paper's names, and the ledger's files (an HTML page that needs no network)."""
+"""The claims ledger: our-run verdicts by the fixed rules of repro.reporting.claims (hand-built tests), the studies'
+tables read in the paper's names, and the ledger's files (an HTML page that needs no network)."""
 
 import json
 
 import pandas as pd
 import pytest
 
-from repro import claims as rules
 from repro.evaluation.records import RecordFile
 from repro.evaluation.tables import compare_methods
 from repro.io import pipeline_stages
-from repro.ledger import (
+from repro.registry import METHODS
+from repro.reporting import claims as rules
+from repro.reporting.ledger import (
     STUDY_TESTS, STUDY_VERDICTS, ledger, ledger_html, our_comparisons, paper_name, study_verdict, verdict_counts,
     write_ledger,
 )
-from repro.paper import load_claims, load_paper_tables
-from repro.plots import save_table
-from repro.registry import METHODS
+from repro.reporting.paper import load_claims, load_paper_tables
+from repro.reporting.plots import save_table
 
 
 def paired(a, b, effect, p, n=50, metric="EM", dataset="NQ", stage="main_comparison"):

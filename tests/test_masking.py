@@ -2,8 +2,8 @@ import pytest
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
-from repro.masking import MASK_PLACEHOLDER, assistant_prefix, knowledge_masked_contexts, user_prompt
-from repro.prompts import EVIDENCE_EXTRACTION_TEMPLATE, format_passages
+from repro.formulas.masking import MASK_PLACEHOLDER, assistant_prefix, knowledge_masked_contexts, user_prompt
+from repro.formulas.prompts import EVIDENCE_EXTRACTION_TEMPLATE, format_passages
 
 QUESTION = "Who composed The Midsummer Marriage?"
 PASSAGES = [

@@ -13,22 +13,23 @@ from hypothesis import given, settings
 from transformers import AutoTokenizer, TrainerState
 
 from conftest import ROOT, tagged_texts
-from repro import costs, masking, prompts, rewards, tags
 from repro.config import ConfigError, LengthTuningConfig, RewardsConfig, load_profile, profile_names
 from repro.data import layout
 from repro.evaluation.records import RecordFile
 from repro.evaluation.refiners import RationalExtractor
 from repro.evaluation.runner import make_record
 from repro.evaluation.tables import summarize, summarize_files, untagged_evidence
+from repro.formulas import masking, prompts, rewards, tags
 from repro.generation import GenerationParams, Generator
 from repro.io import write_jsonl
-from repro.train import length_tuning
-from repro.train.data import trainable_rows, training_rows
-from repro.train.recall_check import recall_items
-from repro.train.rollout_reward import DesignReward, score_rollout
-from repro.train.rollout import answer_contexts, parse_rollout
-from repro.train.logs import TrainRun
-from repro.train.run import _export_selected, selected_step
+from repro.ops.costs import model, report, stages
+from repro.studies import length_tuning
+from repro.studies.recall_check import recall_items
+from repro.train.grpo.data import trainable_rows, training_rows
+from repro.train.grpo.logs import TrainRun
+from repro.train.grpo.rollout import answer_contexts, parse_rollout
+from repro.train.grpo.rollout_reward import DesignReward, score_rollout
+from repro.train.grpo.run import _export_selected, selected_step
 
 QUESTION = "Who designed the Eiffel Tower?"
 PASSAGES = prompts.format_passages([{"title": "Eiffel Tower", "text": "PASSAGE-FACT Gustave Eiffel's company."},
@@ -292,7 +293,7 @@ def test_without_a_grid_the_stage_records_not_requested_and_trains_nothing(tmp_p
 
 
 def test_the_null_stage_loads_no_deep_learning_framework():
-    code = ("import sys; import repro.train.length_tuning; "
+    code = ("import sys; import repro.studies.length_tuning; "
             "print(sorted(m for m in ('torch', 'transformers', 'trl') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
@@ -349,19 +350,19 @@ def test_the_stage_refuses_a_recipe_without_dev_selection(tmp_path):
 
 def test_the_cost_estimate_counts_a_configured_grid():
     cfg = load_profile("paper-1p5b")
-    assert "length_tuning" not in [e.stage for e in costs.estimate(cfg)]
+    assert "length_tuning" not in [e.stage for e in report.estimate(cfg)]
     tuned = dataclasses.replace(cfg, length_tuning=LengthTuningConfig(tau=[0.1, 0.5], gamma=[0.3, 0.5, 0.8],
                                                                       max_steps=10))
-    (row,) = [e for e in costs.estimate(tuned) if e.stage == "length_tuning"]
-    run = costs.grpo_wall(tuned, costs.OPTIMISTIC, 10)[0]
-    assert row.wall[0] == pytest.approx(costs.OPTIMISTIC.stage_start + 6 * run) and row.note.startswith("6 GRPO runs")
+    (row,) = [e for e in report.estimate(tuned) if e.stage == "length_tuning"]
+    run = stages.grpo_wall(tuned, model.OPTIMISTIC, 10)[0]
+    assert row.wall[0] == pytest.approx(model.OPTIMISTIC.stage_start + 6 * run) and row.note.startswith("6 GRPO runs")
 
 
 @pytest.mark.slow
 def test_two_real_one_step_runs_of_the_ci_model(tmp_path, tiny_llama_dir, tokenizer):
-    """The stage with repro.train.fit on the ci model (a random Llama): mechanics, not a tuning result."""
-    from repro.train import fit
-    from repro.train.data import extraction_rows
+    """The stage with repro.train.grpo.fit on the ci model (a random Llama): mechanics, not a tuning result."""
+    from repro.train.grpo import fit
+    from repro.train.grpo.data import extraction_rows
 
     cfg = load_profile("ci")
     train = dataclasses.replace(cfg.train, format_warmup=None, save_steps=1)

@@ -7,7 +7,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from conftest import tagged_texts
 
-from repro.metrics import (
+from repro.formulas.metrics import (
     answer_recall,
     compression_ratio,
     corpus_compression_ratio,

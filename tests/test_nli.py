@@ -43,7 +43,7 @@ def test_training_loads_the_nli_model_only_for_designs_that_need_it(standin):
     import dataclasses
 
     from repro.config import load_profile
-    from repro.train.run import nli_scorer
+    from repro.train.grpo.run import nli_scorer
 
     cfg = load_profile("ci")
     assert cfg.rewards.design == "eviomni" and nli_scorer(cfg, cfg.rewards) is None

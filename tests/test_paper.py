@@ -7,7 +7,7 @@ import pytest
 
 from conftest import PAPER_SEED, PAPER_TEXT, ROOT, paper_excerpts, paper_text
 from repro.io import InputError
-from repro.paper import COLUMNS, TABLE_FILES, load_paper_tables, wide_cells
+from repro.reporting.paper import COLUMNS, TABLE_FILES, load_paper_tables, wide_cells
 
 SEED = ROOT.parent / "shared" / "seeds" / PAPER_SEED  # the source itself, beside the repository in the lab only
 # rows per table: printed cells, "-" included

@@ -22,7 +22,7 @@ import yaml
 
 from conftest import ROOT
 from repro.config import load_profile
-from repro.plots import PLOTS_TEMPLATE
+from repro.reporting.plots import PLOTS_TEMPLATE
 
 
 def _files_of_the_repository() -> list[str]:

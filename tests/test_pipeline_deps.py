@@ -1,4 +1,4 @@
-"""Each stage's code dependencies derived from the import graph (repro.pipeline_deps, D195): dvc.yaml agrees with
+"""Each stage's code dependencies derived from the import graph (repro.ops.pipeline_deps, D195): dvc.yaml agrees with
 the graph, and the graph follows every way this code imports, on a package written for the test."""
 
 import json
@@ -7,14 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from repro import pipeline_deps as deps
+from repro.ops import pipeline_deps as deps
+from repro.registry import Stage
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_dvc_yaml_lists_each_stages_code_as_the_import_graph_derives_it(monkeypatch):
     monkeypatch.chdir(ROOT)  # the paths in dvc.yaml are relative to the repository root
-    assert deps.differences() == {}, "run `python -m repro.pipeline_deps --write`"
+    assert deps.differences() == {}, "run `python -m repro.ops.pipeline_deps --write`"
 
 
 def test_each_stage_evaluating_a_method_list_depends_on_what_every_method_reads(tmp_path, monkeypatch):
@@ -37,9 +38,10 @@ def write_package(root: Path) -> None:
     `_EXPORTS`, as a `-m` worker, through the preflight (not followed), and one module nothing imports."""
     files = {
         "__init__.py": "",
-        "notebooks.py": "from repro import preflight\n",
-        "preflight.py": "from repro import costs\n",
-        "costs.py": "",
+        "ops/__init__.py": "",
+        "ops/notebooks.py": "from repro.ops import preflight\n",
+        "ops/preflight.py": "from repro.ops import costs\n",
+        "ops/costs.py": "",
         "a.py": "import json\n\ndef f():\n    from repro.b import g\n    return g\n",
         "b.py": "from . import c\n\ndef g():\n    return 'repro.worker'\n",
         "c.py": "",
@@ -61,12 +63,19 @@ def write_package(root: Path) -> None:
                                                                  "nbformat_minor": 5}))
 
 
-def test_the_graph_follows_function_relative_lazy_and_worker_imports_but_not_the_preflight(tmp_path):
+@pytest.fixture
+def study_stage(monkeypatch):
+    """A notebook stage `study` (notebooks/study.ipynb) beside the real rows."""
+    monkeypatch.setitem(deps.STAGES, "study", Stage("study", "study"))
+
+
+def test_the_graph_follows_function_relative_lazy_and_worker_imports_but_not_the_preflight(tmp_path, study_stage):
     write_package(tmp_path)
     src, notebooks = tmp_path / "src", tmp_path / "notebooks"
-    code = deps.stage_code("python -m repro.notebooks study --profile ${profile}", src, notebooks)
+    code = deps.stage_code("python -m repro.ops.notebooks study --profile ${profile}", src, notebooks)
     assert code == sorted(f"{src.as_posix()}/repro/{name}" for name in [
-        "__init__.py", "notebooks.py", "a.py", "b.py", "c.py", "worker",  # every module of worker/: its directory
+        "__init__.py", "ops/__init__.py", "ops/notebooks.py", "a.py", "b.py", "c.py",
+        "worker",  # every module of worker/: its directory
         "pkg/__init__.py", "pkg/lazy.py"])
     assert deps.stage_code("python -m repro.worker", src, notebooks) == sorted(
         f"{src.as_posix()}/repro/{name}" for name in ["__init__.py", "worker", "pkg/__init__.py", "pkg/lazy.py"])
@@ -74,7 +83,7 @@ def test_the_graph_follows_function_relative_lazy_and_worker_imports_but_not_the
         deps.stage_code("bash run.sh", src, notebooks)
 
 
-def test_the_check_names_what_is_missing_and_the_rewrite_keeps_everything_else(tmp_path, monkeypatch):
+def test_the_check_names_what_is_missing_and_the_rewrite_keeps_everything_else(tmp_path, monkeypatch, study_stage):
     write_package(tmp_path)
     monkeypatch.chdir(tmp_path)
     pipeline = tmp_path / "dvc.yaml"
@@ -82,23 +91,24 @@ def test_the_check_names_what_is_missing_and_the_rewrite_keeps_everything_else(t
         "# the pipeline\n"
         "stages:\n"
         "  study:  # a study\n"
-        "    cmd: python -m repro.notebooks study --profile ${profile}\n"
+        "    cmd: python -m repro.ops.notebooks study --profile ${profile}\n"
         "    deps:\n"
         "      - notebooks/study.ipynb\n"
-        "      - src/repro/notebooks.py\n"
+        "      - src/repro/ops/notebooks.py\n"
         "      - src/repro/unused.py\n"
         "      - data/${profile}/assets  # kept by hand\n"
         "    outs:\n"
         "      - results/${profile}/study\n")
     assert deps.differences(pipeline) == {"study": {
         "missing": ["src/repro/__init__.py", "src/repro/a.py", "src/repro/b.py", "src/repro/c.py",
-                    "src/repro/pkg/__init__.py", "src/repro/pkg/lazy.py", "src/repro/worker"],
+                    "src/repro/ops/__init__.py", "src/repro/pkg/__init__.py", "src/repro/pkg/lazy.py",
+                    "src/repro/worker"],
         "extra": ["src/repro/unused.py"]}}
     assert deps.rewrite(pipeline) == ["study"]
     assert deps.differences(pipeline) == {}
     lines = pipeline.read_text().splitlines()
     assert lines[:6] == ["# the pipeline", "stages:", "  study:  # a study",
-                         "    cmd: python -m repro.notebooks study --profile ${profile}", "    deps:",
+                         "    cmd: python -m repro.ops.notebooks study --profile ${profile}", "    deps:",
                          "      - notebooks/study.ipynb"]
     assert lines[-4:] == ["      - src/repro/worker", "      - data/${profile}/assets  # kept by hand", "    outs:",
                           "      - results/${profile}/study"]

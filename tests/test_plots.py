@@ -4,7 +4,7 @@ import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 
-from repro import plots
+from repro.reporting import plots
 
 
 def test_length_reward_curves_are_the_basic_functions_of_figure7():

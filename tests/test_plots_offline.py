@@ -15,7 +15,7 @@ import vl_convert
 import yaml
 
 from conftest import ROOT
-from repro.plots import PLOTS_TEMPLATE, offline_plots_template, save_plot_data
+from repro.reporting.plots import PLOTS_TEMPLATE, offline_plots_template, save_plot_data
 
 
 @pytest.fixture(scope="module")

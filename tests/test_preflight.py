@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from repro import preflight
 from repro.config import load_profile, profile_names
-from repro.preflight import Gpu
+from repro.ops import preflight
+from repro.ops.preflight import Gpu
 
 ROOT = Path(__file__).resolve().parents[1]
 A100 = Gpu("A100-SXM4-80GB", 80 * 10**9)
@@ -74,7 +74,7 @@ def contexts_row(row_id: str, question: str, texts: list[str]) -> dict:
 
 def table14_tokens(tokenizer, row: dict, assistant_prefix: str = "") -> int:
     """Tokens of Table 14 over a row's passages as the extractor's engine reads it: chat template, no extra BOS."""
-    from repro.prompts import extraction_messages, format_passages, render_chat
+    from repro.formulas.prompts import extraction_messages, format_passages, render_chat
 
     text = render_chat(tokenizer, extraction_messages(row["question"], format_passages(row["passages"])),
                        assistant_prefix)
@@ -170,7 +170,7 @@ def test_the_agent_holds_every_turn_and_the_extractor_a_search(tiny_llama_dir, t
 
     from repro.data import layout
     from repro.io import write_jsonl
-    from repro.prompts import chat_messages, eval_rar_prompt, render_chat
+    from repro.formulas.prompts import chat_messages, eval_rar_prompt, render_chat
 
     cfg = load_profile("ci")  # 4 actions, 8 new tokens per turn, observations cut to 64 tokens, top-3 per search
     agentic = dataclasses.replace(cfg.agentic, backend="vllm", agent_options={"max_model_len": 512},
@@ -220,7 +220,7 @@ def test_the_ar_study_measures_a_local_teacher_and_the_prefilled_students(tiny_l
     write_jsonl(layout.contexts_path(cfg, "ovos-describe", "test"), rows["test"])
     tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
     root = "params.yaml: profiles.ci.ar_study"
-    assert preflight.longest_contexts(cfg, "ar_study_train") == [preflight.Context(
+    assert preflight.longest_contexts(cfg, "ar_study_teacher") == [preflight.Context(
         f"{root}.teacher.options.max_model_len", 1024,
         "the teacher's longest context, Table 14 on ovos-describe train (row train-2)",
         (("prompt", table14_tokens(tok, rows["train"][2])),), (("max_new_tokens", 512),))]
@@ -230,7 +230,7 @@ def test_the_ar_study_measures_a_local_teacher_and_the_prefilled_students(tiny_l
     assert student.generated == (("max_new_tokens", 8),) and "ovos-describe test (row test-2)" in student.what
     api = dataclasses.replace(teacher, backend="openai", model="deepseek-reasoner", options={"base_url": "http://x"})
     assert preflight.longest_contexts(dataclasses.replace(cfg, ar_study=dataclasses.replace(
-        cfg.ar_study, teacher=api)), "ar_study_train") == []  # an API's context is the API's
+        cfg.ar_study, teacher=api)), "ar_study_teacher") == []  # an API's context is the API's
 
 
 def test_table_14_bounds_every_prompted_method_and_every_method_is_classified(tiny_llama_dir):
@@ -242,7 +242,7 @@ def test_table_14_bounds_every_prompted_method_and_every_method_is_classified(ti
     from repro.baselines.filco import filter_context, filter_prompt
     from repro.baselines.seer import seer_prompt
     from repro.config import EvaluationMethod
-    from repro.prompts import chat_messages, cot_prompt, passages_document, render_chat
+    from repro.formulas.prompts import chat_messages, cot_prompt, passages_document, render_chat
 
     tok = AutoTokenizer.from_pretrained(tiny_llama_dir)
     row = contexts_row("r", "Who wrote Hamlet?", ["Hamlet is a tragedy by William Shakespeare."] * 5)
@@ -255,6 +255,17 @@ def test_table_14_bounds_every_prompted_method_and_every_method_is_classified(ti
     assert table14_tokens(tok, row) > max(map(tokens, others))
     classified = {"zero", *preflight.PROMPTED_METHODS, *preflight.PASSAGE_QA_METHODS}
     assert classified == set(typing.get_args(EvaluationMethod))
+
+
+def test_the_methods_each_prompt_bounds_are_read_from_the_method_rows():
+    """The methods whose refiners send Table 14, and those whose evidence the QA generator reads with the passages'
+    length, as the rows say (a new row needs no edit here)."""
+    assert {"cot", "prompted_extractor", "eviomni", "eviomni_released", "filco", "seer"} <= set(
+        preflight.PROMPTED_METHODS)
+    assert {"full", "selective_context", "llmlingua2", "llmlingua2_standin", "recomp"} <= set(
+        preflight.PASSAGE_QA_METHODS)
+    assert not set(preflight.PROMPTED_METHODS) & set(preflight.PASSAGE_QA_METHODS) and "zero" not in {
+        *preflight.PROMPTED_METHODS, *preflight.PASSAGE_QA_METHODS}
 
 
 def test_cpu_profiles_measure_nothing_and_read_no_file(monkeypatch):
@@ -272,19 +283,19 @@ def test_cpu_profiles_measure_nothing_and_read_no_file(monkeypatch):
 def test_an_api_teacher_without_its_key_names_the_variable_the_stage_and_the_local_teacher():
     cfg = load_profile("paper-1p5b")
     error = ("params.yaml: profiles.paper-1p5b.ar_study.teacher.options.api_key_env: $DEEPSEEK_API_KEY is unset or "
-             "empty, and stage ar_study_train sends deepseek-reasoner's requests to https://api.deepseek.com/v1 with "
+             "empty, and stage ar_study_teacher sends deepseek-reasoner's requests to https://api.deepseek.com/v1 with "
              "it; export DEEPSEEK_API_KEY, or use the local vLLM teacher: the `# local:` lines under ar_study.teacher "
              "in params.yaml (D140)")
     for environ in ({}, {"DEEPSEEK_API_KEY": " "}):
         assert preflight.api_key_errors(cfg, None, environ) == preflight.api_key_errors(
-            cfg, "ar_study_train", environ) == [error]
+            cfg, "ar_study_teacher", environ) == [error]
         assert preflight.api_key_errors(cfg, "main_comparison", environ) == []  # another stage sends nothing
-    assert preflight.api_key_errors(cfg, "ar_study_train", {"DEEPSEEK_API_KEY": "sk-1"}) == []
+    assert preflight.api_key_errors(cfg, "ar_study_teacher", {"DEEPSEEK_API_KEY": "sk-1"}) == []
     teacher = cfg.ar_study.teacher
     for changes in ({"options": {**teacher.options, "api_key": "sk-1"}},  # a key in the options themselves
                     {"model": "m", "backend": "vllm", "options": {"max_model_len": 12288}}):  # a local teacher
         changed = dataclasses.replace(cfg.ar_study, teacher=dataclasses.replace(teacher, **changes))
-        assert preflight.api_key_errors(dataclasses.replace(cfg, ar_study=changed), "ar_study_train", {}) == []
+        assert preflight.api_key_errors(dataclasses.replace(cfg, ar_study=changed), "ar_study_teacher", {}) == []
 
 
 # --- GPUs ---
@@ -308,7 +319,7 @@ def lora_launchers(cfg, launcher: str):
 
 
 def test_every_launcher_needs_a_gpu_per_process_where_gpus_are_visible(monkeypatch):
-    from repro import launchers
+    from repro.config import launchers
 
     ci = lora_launchers(load_profile("ci"), "configs/accelerate/cpu-2proc.yaml")  # two processes: DDP, or gloo on CPUs
     keys = [key for key, path in launchers.launchers(ci).items() if path == "configs/accelerate/cpu-2proc.yaml"]
@@ -397,7 +408,7 @@ def test_a_memory_share_too_small_for_the_weights_names_the_key(tmp_path, monkey
 
 
 def test_unfetched_assets_are_listed_with_their_key_and_the_fetch_command(tmp_path, monkeypatch):
-    from repro import remote
+    from repro.ops import remote
 
     cfg = load_profile("paper-1p5b")
     monkeypatch.chdir(tmp_path)
@@ -405,14 +416,14 @@ def test_unfetched_assets_are_listed_with_their_key_and_the_fetch_command(tmp_pa
     remote.write_lock(Path("fetch.lock.yaml"), {"Qwen/Qwen2.5-1.5B-Instruct": {"type": "model", "commit": "a" * 40,
                                                                                 "files": {}}})
     errors = preflight.asset_errors(cfg)
-    fetch = "run `HF_HUB_OFFLINE=0 python -m repro.remote fetch --profile paper-1p5b`"
+    fetch = "run `HF_HUB_OFFLINE=0 python -m repro.ops.remote fetch --profile paper-1p5b`"
     assert f"params.yaml: profiles.paper-1p5b.models.extractor: 'Qwen/Qwen2.5-1.5B-Instruct' is not fetched at " \
            f"aaaaaaaaaaaa (fetch.lock.yaml); {fetch}" in errors
     assert f"params.yaml: profiles.paper-1p5b.baselines.recomp.model: 'fangyuan/nq_extractive_compressor' is not " \
            f"fetched; {fetch}" in errors  # not in the lock yet
     assert not any("deberta" in e for e in errors)  # R_EQR is not computed: the NLI model is not needed
     assert "params.yaml: profiles.paper-1p5b.data.corpus.source: data/external/wiki-18.jsonl does not exist; run " \
-           "`python -m repro.remote fetch --profile paper-1p5b`" in errors
+           "`python -m repro.ops.remote fetch --profile paper-1p5b`" in errors
     assert any(e.startswith("params.yaml: profiles.paper-1p5b.data.datasets[nq].source: ['nq/dev.jsonl'") for e in errors)
     assert all("\n" not in e for e in errors) and len(errors) == len(set(errors))
 
@@ -420,13 +431,14 @@ def test_unfetched_assets_are_listed_with_their_key_and_the_fetch_command(tmp_pa
 def test_unfetched_assets_fail_preflight_and_light_stages_are_not_checked():
     cfg = load_profile("paper-1p5b")
     with pytest.raises(preflight.PreflightError, match=r"models\.extractor: 'Qwen/Qwen2\.5-1\.5B-Instruct' is not "
-                                                       r"fetched; run `HF_HUB_OFFLINE=0 python -m repro\.remote fetch"):
+                                                       r"fetched; run `HF_HUB_OFFLINE=0 python -m "
+                                                       r"repro\.ops\.remote fetch"):
         preflight.require(cfg, "main_comparison")
     assert preflight.require(cfg, "length_rewards") is None  # reads only the rewards section: runs anywhere
 
 
 def test_a_notebook_stage_stops_before_its_notebook_runs_when_preflight_fails(monkeypatch):
-    from repro import notebooks
+    from repro.ops import notebooks
 
     ran = []
     monkeypatch.setattr(notebooks, "run_notebook", lambda *args, **kwargs: ran.append(args))
@@ -437,15 +449,15 @@ def test_a_notebook_stage_stops_before_its_notebook_runs_when_preflight_fails(mo
 
 
 def test_too_little_disk_names_what_to_free_and_the_key_that_switches_table_3_off(tmp_path, monkeypatch):
-    """Free disk (stubbed) against the cost model's disk still to write (repro.costs.disk_to_write), in a directory
+    """Free disk (stubbed) against the cost model's disk still to write (repro.ops.costs.disk_to_write), in a directory
     with the stages' outputs (dvc.yaml) and launchers (configs/) but no data/: every stage still to run."""
-    from repro import costs
+    from repro.ops import costs
 
     cfg, ci = load_profile("paper-1p5b"), load_profile("ci")
     shutil.copy(ROOT / "dvc.yaml", tmp_path)
     shutil.copytree(ROOT / "configs", tmp_path / "configs")
     monkeypatch.chdir(tmp_path)
-    need, left = costs.disk_to_write(cfg)
+    need, left = costs.disk.disk_to_write(cfg)
     assert preflight.disk_errors(cfg, free=int(need) + 1) == []
     [error] = preflight.disk_errors(cfg, free=300 * 10**9)
     assert error.startswith(f"data/: 300 GB free, but by the estimate the stages still write about {need / 1e9:.0f} GB "
@@ -459,10 +471,22 @@ def test_too_little_disk_names_what_to_free_and_the_key_that_switches_table_3_of
 
 
 def test_light_stages_are_those_of_dvc_yaml_that_read_no_asset():
-    stages = {"assets": {"cmd": "python -m repro.assets materialize", "deps": ["src/repro/assets.py"]},
-              "table": {"cmd": "python -m repro.notebooks 01_table --profile ${profile}", "deps": ["data/paper"]},
-              "study": {"cmd": "python -m repro.notebooks study --profile ${profile}", "deps": [preflight.ASSETS_DEP]},
+    stages = {"assets": {"cmd": "python -m repro.stages.assets materialize", "deps": ["src/repro/assets.py"]},
+              "table": {"cmd": "python -m repro.ops.notebooks table --profile ${profile}", "deps": ["data/paper"]},
+              "study": {"cmd": "python -m repro.ops.notebooks study --profile ${profile}",
+                        "deps": [preflight.ASSETS_DEP]},
               "tool": {"cmd": "python -m repro.tool --profile ${profile}", "deps": ["data/${profile}/qa"]}}
-    assert preflight.light_stages(stages) == {"01_table", "tool"}  # notebook stages by their notebook's name
+    assert preflight.light_stages(stages) == {"table", "tool"}  # by the stage's name, as `require` is called
     assert {"significance_reported", "claims", "case_inspection"} <= preflight.light_stages()
-    assert not {"00_data", "main_comparison", "agentic_search_r1"} & preflight.light_stages()
+    assert not {"data", "main_comparison", "agentic_search_r1"} & preflight.light_stages()
+
+
+def test_the_preflight_runs_every_check_the_runbook_lists(monkeypatch):
+    """docs/gpu.md says what the preflight checks; `check` (what `require` and the command line run) runs each."""
+    listed = {"asset_errors": "assets against the lock", "gpu_errors": "against the visible GPUs",
+              "disk_errors": "free disk", "api_key_errors": "API keys", "context_errors": "longest prompt"}
+    runbook = " ".join((ROOT / "docs" / "gpu.md").read_text(encoding="utf-8").split())
+    for name, words in listed.items():
+        assert words in runbook, f"docs/gpu.md's preflight paragraph no longer says {words!r}"
+        monkeypatch.setattr(preflight, name, lambda *args, name=name, **kwargs: [name])
+    assert preflight.check(load_profile("paper-1p5b"), "train_eviomni") == list(listed)

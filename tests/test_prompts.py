@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from conftest import paper_text
-from repro.prompts import (
+from repro.formulas.prompts import (
     ARENA_JUDGE_TEMPLATE,
     ARENA_TEMPLATE,
     CLOSED_BOOK_QA_TEMPLATE,

@@ -67,7 +67,7 @@ def test_flatten_names_every_leaf():
 
 
 def test_the_scratch_copy_selects_the_rehearsal_and_a_failed_step_is_named(tmp_path):
-    from repro.rehearsal.run import Clock, RehearsalError, scratch_copy
+    from repro.ops.rehearsal.run import Clock, RehearsalError, scratch_copy
 
     scratch_copy(tmp_path)
     params = yaml.safe_load((tmp_path / "params.yaml").read_text())

@@ -1,5 +1,5 @@
-"""The rehearsal's hub mirror (repro.rehearsal.mirror): every repo the paper profiles name, in the hub's layout, each
-model loading with its real class (the `.bin`-only ones after a `weights_only` conversion), FlashRAG's files as the
+"""The rehearsal's hub mirror (repro.ops.rehearsal.mirror): every repo the paper profiles name, in the hub's layout,
+each model loading with its real class (the `.bin`-only ones after a `weights_only` conversion), FlashRAG's files as the
 loaders read them, Search-R1's e5 index over the mirror's wiki-18, and the same bytes from a second build."""
 
 from __future__ import annotations
@@ -16,10 +16,13 @@ from pathlib import Path
 import pytest
 from conftest import BIN_ONLY_REPOS, REHEARSAL_MIRROR
 
-from repro.assets import _strings, is_hub_id
+from repro.assets import MODEL_SECTIONS, _strings, is_hub_id
 from repro.config import PARAMS_FILE, load_profile
-from repro.rehearsal import mirror
-from repro.remote import MODEL_SECTIONS, LocalHub, bin_to_safetensors, needs
+from repro.ops.rehearsal.content import PARAGRAPHS, QUESTIONS
+from repro.ops.rehearsal.files import commit_of
+from repro.ops.rehearsal.mirror import MANIFEST, build_mirror
+from repro.ops.rehearsal.repos import CAUSAL_LMS, E5_INDEX
+from repro.ops.remote import LocalHub, bin_to_safetensors, needs
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group(REHEARSAL_MIRROR)]
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,8 +64,8 @@ def test_every_repo_the_paper_profiles_name_is_there_with_its_main_branch(rehear
         assert hub.commit(repo, entry["repo_type"], "main") == entry["commit"]
         listing = hub.files(repo, entry["repo_type"], entry["commit"])
         assert {p: f.size for p, f in listing.items()} == {p: f["size"] for p, f in entry["files"].items()}
-        assert mirror.commit_of({p: (repo_dir(root, repo, entry["repo_type"] == "dataset") / p).read_bytes()
-                                 for p in listing}) == entry["commit"]
+        assert commit_of({p: (repo_dir(root, repo, entry["repo_type"] == "dataset") / p).read_bytes()
+                          for p in listing}) == entry["commit"]
 
 
 def test_fetch_finds_every_file_the_paper_plans_name(rehearsal_mirror):
@@ -88,13 +91,13 @@ def test_the_bin_only_repos_hold_no_safetensors_and_the_others_do(rehearsal_mirr
 def test_the_chat_templates_are_the_hubs_as_trl_stores_them():
     from trl.chat_template_utils import deepseek_r1_distill_chat_template, qwen2_5_chat_template
 
-    from repro.rehearsal.templates import DEEPSEEK_R1_DISTILL_CHAT_TEMPLATE, QWEN2_5_CHAT_TEMPLATE
+    from repro.ops.rehearsal.templates import DEEPSEEK_R1_DISTILL_CHAT_TEMPLATE, QWEN2_5_CHAT_TEMPLATE
 
     assert QWEN2_5_CHAT_TEMPLATE == qwen2_5_chat_template
     assert DEEPSEEK_R1_DISTILL_CHAT_TEMPLATE == deepseek_r1_distill_chat_template
 
 
-@pytest.mark.parametrize("spec", mirror.CAUSAL_LMS, ids=lambda s: s.repo.split("/")[1])
+@pytest.mark.parametrize("spec", CAUSAL_LMS, ids=lambda s: s.repo.split("/")[1])
 def test_each_causal_lm_loads_as_qwen2_and_applies_its_chat_template(rehearsal_mirror, spec):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -184,14 +187,14 @@ def test_flashrag_files_read_as_the_profiles_datasets_and_answers_are_in_the_cor
     for spec in load_profile("paper-1p5b").data.datasets:
         for split in set(spec.splits.values()):
             rows = list(read_flashrag(flashrag / spec.name / f"{split}.jsonl", spec.setting))
-            assert len(rows) == mirror.QUESTIONS[(spec.name, split)]
+            assert len(rows) == QUESTIONS[(spec.name, split)]
             assert all(any(has_answer(t, r["golden_answers"]) for t in texts) for r in rows), (spec.name, split)
             if spec.question_types:  # HotpotQA: bridge questions and the comparison ones the filter drops
                 assert {r["metadata"]["type"] for r in rows} == {"bridge", "comparison"}
             if spec.setting == "distractor":
                 for row in rows:
                     paragraphs = distractor_passages(row)
-                    assert len(paragraphs) == mirror.PARAGRAPHS[spec.name]
+                    assert len(paragraphs) == PARAGRAPHS[spec.name]
                     assert sum(p["is_supporting"] for p in paragraphs) == 2
                     supporting = [p["contents"] for p in paragraphs if p["is_supporting"]]
                     assert any(has_answer(text, row["golden_answers"]) for text in supporting)
@@ -211,7 +214,7 @@ def test_the_e5_index_joins_into_one_search_r1_vector_per_passage(rehearsal_mirr
     index = faiss.read_index(str(joined))
     passages = corpus(root)
     assert index.ntotal == len(passages) and index.metric_type == faiss.METRIC_INNER_PRODUCT
-    cfg = RetrieverConfig(method="dense", query_encoder=str(repo_dir(root, "intfloat/e5-base-v2")), **mirror.E5_INDEX)
+    cfg = RetrieverConfig(method="dense", query_encoder=str(repo_dir(root, "intfloat/e5-base-v2")), **E5_INDEX)
     retriever = DenseRetriever(cfg, cfg.query_encoder)
     expected = retriever.encode_passages([p["contents"] for p in passages[:3]], progress=False)
     np.testing.assert_allclose(index.reconstruct_n(0, 3), expected, atol=1e-5)
@@ -220,12 +223,12 @@ def test_the_e5_index_joins_into_one_search_r1_vector_per_passage(rehearsal_mirr
 
 def test_a_second_build_in_another_process_is_byte_identical_and_a_rebuild_is_skipped(rehearsal_mirror, tmp_path):
     root, manifest = rehearsal_mirror
-    assert mirror.build_mirror(root, seed=0, log=lambda _: None) == manifest  # up to date: nothing rebuilt
+    assert build_mirror(root, seed=0, log=lambda _: None) == manifest  # up to date: nothing rebuilt
     again = tmp_path / "again"
     env = {**os.environ, "PYTHONHASHSEED": "123", "HF_HUB_OFFLINE": "1"}
-    subprocess.run([sys.executable, "-m", "repro.rehearsal", "mirror", str(again)], check=True, env=env, cwd=ROOT,
+    subprocess.run([sys.executable, "-m", "repro.ops.rehearsal", "mirror", str(again)], check=True, env=env, cwd=ROOT,
                    capture_output=True, timeout=600)
-    assert json.loads((again / mirror.MANIFEST).read_text()) == manifest  # every file's sha256, every commit
+    assert json.loads((again / MANIFEST).read_text()) == manifest  # every file's sha256, every commit
     files = sorted(p.relative_to(root) for p in root.rglob("*") if p.is_file())
     assert files == sorted(p.relative_to(again) for p in again.rglob("*") if p.is_file())
     assert all((root / f).read_bytes() == (again / f).read_bytes() for f in files)

@@ -16,7 +16,10 @@ from repro.assets import AssetError
 from repro.config import ConfigError, Profile, _build, load_profile, profile_names, read_params
 from repro.data import layout
 from repro.evaluation.methods import extractor_model
-from repro.evaluation.released import (
+from repro.io import model_fingerprint, write_jsonl
+from repro.ops import preflight
+from repro.stages.released_extractor import main
+from repro.studies.released import (
     RECORD,
     REPORT,
     REPORT_MD,
@@ -25,7 +28,6 @@ from repro.evaluation.released import (
     check_report,
     checked_references,
     checkpoint_record,
-    main,
     measure,
     paper_cr,
     refusal,
@@ -33,7 +35,6 @@ from repro.evaluation.released import (
     run_check,
     write_stage,
 )
-from repro.io import model_fingerprint, write_jsonl
 
 EVALUATION_STAGES = ["main_comparison", "latency", "distractor_setting", "noise_robustness", "case_inspection"]
 
@@ -126,6 +127,7 @@ def test_a_profile_without_released_checkpoint_records_none_and_checks_nothing(t
     stale = released_dir("ci") / REPORT  # the report of a checkpoint the profile no longer names
     stale.parent.mkdir(parents=True)
     stale.write_text("{}")
+    monkeypatch.setattr(preflight, "require", lambda cfg, stage: None)  # the stage's own check, not the preflight's
     main(["--profile", "ci"])
     assert json.loads((released_dir("ci") / RECORD).read_text()) == {"reference": None}
     assert sorted(p.name for p in released_dir("ci").iterdir()) == [RECORD]
@@ -135,7 +137,8 @@ def test_an_unfetched_hub_checkpoint_names_the_key_and_the_fetch_command(tmp_pat
     monkeypatch.chdir(tmp_path)  # no data/external here
     cfg = load_profile("paper-1p5b", ROOT / "params.yaml")
     with pytest.raises(AssetError, match=r"profiles\.paper-1p5b\.models\.released_extractor: "
-                                         r"'HIT-TMG/EviOmni-nq_train-1\.5B' is not a directory.*repro\.remote fetch"):
+                                         r"'HIT-TMG/EviOmni-nq_train-1\.5B' is not a directory.*"
+                                         r"repro\.ops\.remote fetch"):
         checkpoint_record(cfg)
 
 
@@ -230,7 +233,7 @@ def test_a_check_below_its_floors_refuses_with_the_numbers_and_the_keys(word_tok
     assert below_format["floors"] == {"format_check": "lenient", "min_format_rate": 0.8,
                                       "cr_band": [38.1 / 4, 38.1 * 4]}
     assert below_format["failures"] == [  # CR 20.0x lies in [9.5x, 152.4x]: only the format rate fails
-        "format rate 0.50 (2/4 outputs pass the lenient check of repro.tags) is below "
+        "format rate 0.50 (2/4 outputs pass the lenient check of repro.formulas.tags) is below "
         "params.yaml: profiles.paper-1p5b.released_check.min_format_rate = 0.8"]
     copying = assess(cfg, SEVEN, "agentic.extractor", _rows(4), COPYING_OUTPUTS, word_tokenizer, papers[SEVEN])
     assert copying["format_rate"]["lenient"] == 1.0
@@ -285,6 +288,7 @@ def test_the_stage_runs_the_check_through_the_evaluation_backend(tmp_path, tiny_
     cfg = load_profile("ci", params)
     monkeypatch.chdir(tmp_path)  # the stage reads ./params.yaml and ./data/ci/retrieval, writes under ./data
     write_jsonl(layout.contexts_path(cfg, "fanoutqa", "dev"), _rows(3))
+    monkeypatch.setattr(preflight, "require", lambda cfg, stage: None)  # the stage's own check, not the preflight's
     main(["--profile", "ci"])
     record = json.loads((released_dir("ci") / RECORD).read_text())
     assert record == checkpoint_record(cfg)

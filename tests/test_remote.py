@@ -1,4 +1,4 @@
-"""`python -m repro.remote fetch`: the plan, resolution into the lock file, exact fetches from it, --update, verify,
+"""`python -m repro.ops.remote fetch`: the plan, resolution into the lock file, exact fetches from it, --update, verify,
 resume, the .bin -> safetensors conversion and the prebuilt index, against a local directory laid out like the hub
 (no network)."""
 
@@ -10,9 +10,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from repro import remote
+from repro import assets
 from repro.assets import AssetError, resolve
 from repro.config import RELEASED_EVIOMNI, load_profile
+from repro.ops import remote
 
 REV = "0123456789abcdef0123456789abcdef01234567"
 REV2 = "89abcdef0123456789abcdef0123456789abcdef"
@@ -98,7 +99,8 @@ def test_fetch_resolves_main_prints_first_then_downloads_locks_and_records(workd
     assert f"{MODEL}@{REV} (new)  2 file(s)  10.3 KB  -> data/external/hub/{MODEL}" in log[:total]
     assert "    model.safetensors  10.2 KB" in log[:total]
     text = LOCK.read_text()
-    assert text.startswith("# Written by `python -m repro.remote fetch` (repro.remote); committed with the repository")
+    assert text.startswith("# Written by `python -m repro.ops.remote fetch` (repro.ops.remote); "
+                           "committed with the repository")
     lock = yaml.safe_load(text)["repos"]
     assert set(lock) == {MODEL, "RUC-NLPIR/FlashRAG_datasets", "PeterJinGo/wiki-18-corpus"}
     assert lock[MODEL]["commit"] == REV and lock[MODEL]["type"] == "model"
@@ -235,7 +237,7 @@ def test_the_command_reads_fetch_hub_or_from_and_a_dry_run_writes_nothing(workdi
 
 def test_fetch_from_the_hub_under_hf_hub_offline_names_the_override(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    with pytest.raises(AssetError, match="HF_HUB_OFFLINE=1 .*HF_HUB_OFFLINE=0 python -m repro.remote fetch"):
+    with pytest.raises(AssetError, match="HF_HUB_OFFLINE=1 .*HF_HUB_OFFLINE=0 python -m repro.ops.remote fetch"):
         remote.HfHub()
 
 
@@ -383,22 +385,22 @@ def test_a_model_with_neither_safetensors_nor_a_pytorch_model_bin_is_refused(wor
 
 
 def test_preflight_finds_every_fetched_asset(workdir):
-    from repro.preflight import asset_errors
+    from repro.ops.preflight import asset_errors
 
     cfg = load_profile("p")
     assert asset_errors(cfg) == [
         f"params.yaml: profiles.p.models.extractor: '{MODEL}' is not fetched; run `HF_HUB_OFFLINE=0 python -m "
-        f"repro.remote fetch --profile p`",
+        f"repro.ops.remote fetch --profile p`",
         "params.yaml: profiles.p.data.corpus.source: data/external/wiki-18.jsonl does not exist; run `python -m "
-        "repro.remote fetch --profile p`",
+        "repro.ops.remote fetch --profile p`",
         "params.yaml: profiles.p.data.datasets[nq].source: ['nq/test.jsonl', 'nq/train.jsonl'] not fetched from "
-        "RUC-NLPIR/FlashRAG_datasets; run `python -m repro.remote fetch --profile p`"]
+        "RUC-NLPIR/FlashRAG_datasets; run `python -m repro.ops.remote fetch --profile p`"]
     remote.fetch(cfg, remote.LocalHub(workdir), log=lambda _: None)
     assert asset_errors(cfg) == []
     remote.write_lock(LOCK, {**remote.read_lock(LOCK), MODEL: {"type": "model", "commit": REV2, "files": {}}})
     assert asset_errors(cfg) == [f"params.yaml: profiles.p.models.extractor: '{MODEL}' is not fetched at "
-                                 f"{REV2[:12]} (fetch.lock.yaml); run `HF_HUB_OFFLINE=0 python -m repro.remote fetch "
-                                 f"--profile p`"]
+                                 f"{REV2[:12]} (fetch.lock.yaml); run `HF_HUB_OFFLINE=0 python -m repro.ops.remote "
+                                 f"fetch --profile p`"]
 
 
 # --- the plan: only what the enabled stages read ---
@@ -418,7 +420,7 @@ def test_the_paper_plan_names_every_hub_asset_the_profile_reads():
             "PeterJinGo/wiki-18-e5-index"} <= set(plan)
     flashrag = plan["RUC-NLPIR/FlashRAG_datasets"]
     assert "nq/train.jsonl" in flashrag and "hotpotqa/dev.jsonl" in flashrag and "hotpotqa/test.jsonl" not in flashrag
-    assert remote.references(cfg)["Qwen/Qwen2.5-1.5B-Instruct"] == "params.yaml: profiles.paper-1p5b.models.extractor"
+    assert assets.references(cfg)["Qwen/Qwen2.5-1.5B-Instruct"] == "params.yaml: profiles.paper-1p5b.models.extractor"
 
 
 def test_the_plan_has_no_nli_model_unless_r_eqr_is_computed():

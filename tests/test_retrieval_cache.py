@@ -9,9 +9,11 @@ from repro.assets import MINILM_WEIGHTS, OVOS_SUMMARIES
 from repro.config import load_profile
 from repro.data import layout
 from repro.data.corpus import PassageStore, file_fingerprint, ovos_pages, page_passages, write_corpus
-from repro.data.qa import write_qa
 from repro.data.qa import read_contexts
-from repro.retrieval.run import RetrievalSession
+from repro.data.qa import write_qa
+from repro.retrieval import faiss_index
+from repro.retrieval.dense import DenseRetriever
+from repro.retrieval.run import FAISS_FILE, RetrievalSession
 
 QUESTIONS = [("q1", "Who painted the Mona Lisa?", ["Leonardo da Vinci"]),
              ("q2", "When did World War II end?", ["1945"]),
@@ -100,3 +102,23 @@ def test_dense_results_match_the_retriever_and_its_index_is_reused(workdir):
     assert stored[0]["passages"][0]["contents"].startswith('"Mona Lisa"')
     fresh = _session()
     assert fresh.ensure_index("minilm") == "cached" and fresh.opened == []
+
+
+def test_a_dense_index_is_saved_before_it_moves_to_the_gpus(workdir, monkeypatch):
+    """A GPU that cannot search (a FAISS build without its kernels) fails at `to_gpus`: the encoded corpus is on disk
+    by then, and the rerun loads it instead of encoding again. The move asks for fp32 unless the retriever says fp16."""
+    asked = []
+
+    def no_kernels(index, fp16):
+        asked.append(fp16)
+        raise RuntimeError("no kernel image is available for execution on the device")
+
+    monkeypatch.setattr(faiss_index, "to_gpus", no_kernels)
+    with pytest.raises(RuntimeError, match="no kernel image"):
+        _session().retriever("minilm")
+    assert asked == [False]  # the minilm retriever sets no gpu_fp16: exact fp32
+    assert (workdir / "data/t/index/minilm" / FAISS_FILE).exists()
+    monkeypatch.undo()
+    monkeypatch.chdir(workdir)
+    monkeypatch.setattr(DenseRetriever, "build_index", lambda *a, **k: pytest.fail("the saved index was rebuilt"))
+    assert _session().retriever("minilm").index.ntotal > 0

@@ -1,3 +1,4 @@
+import dataclasses
 import math
 import typing
 
@@ -8,8 +9,7 @@ from hypothesis import strategies as st
 
 from conftest import tagged_texts
 from repro.config import RewardsConfig
-from repro.registry import REWARD_DESIGNS
-from repro.rewards import (
+from repro.formulas.rewards import (
     GAMMA_GRID,
     TAU_GRID,
     AnswerRewards,
@@ -32,7 +32,8 @@ from repro.rewards import (
     relevance_reward,
     score_response,
 )
-from repro.tags import is_well_formatted
+from repro.formulas.tags import is_well_formatted
+from repro.registry import REWARD_DESIGNS
 
 GOOD = "<reason>Passage 2 names the capital.</reason><extract>Paris is the capital of France.</extract><answer>Paris</answer>"
 
@@ -398,6 +399,22 @@ def test_design_reward_dispatches_to_each_design_with_the_inputs_it_needs():
     eviomni = design_reward("eviomni", response, ["Paris"], cfg, **inputs)
     assert eviomni == pytest.approx(score_response(response, ["Paris", "Lyon", "Lyon"], ["Paris"], 40, cfg).final)
     assert design_reward("eviomni_eqr", response, ["Paris"], cfg, **inputs) == pytest.approx(eviomni + 0.5)
+
+
+def test_the_answer_metric_of_eq5_is_the_design_rows(monkeypatch):
+    monkeypatch.setitem(REWARD_DESIGNS, "eviomni_em",
+                        dataclasses.replace(REWARD_DESIGNS["eviomni"], name="eviomni_em", answer_metric="em"))
+    cfg = RewardsConfig(length_unit="words")
+    inputs = {"o_r": "the city of Paris", "o_e": "Paris", "passages_length": 100, "tokenizer": None}
+    # L_r = 5 < L_e = 6 words: R_r^len = σ((1 − 6/5)/0.5) = σ(−0.4); 1 − 6/100 ≥ ω: R_e^len = 1; R^fmt = 1
+    rest = 0.1 * (0.401312339887548 + 1.0) / 2 + 0.1
+    # o_r, o_e, o_f = "the city of Paris", "Paris", "Paris": EM (0, 1, 1), F1 (0.5, 1, 1)
+    assert design_reward("eviomni_em", GOOD, ["Paris"], cfg, **inputs) == pytest.approx(0.8 * 2 / 3 + rest)
+    assert design_reward("eviomni", GOOD, ["Paris"], cfg, **inputs) == pytest.approx(0.8 * 2.5 / 3 + rest)
+    assert answer_rewards("the city of Paris", "Paris", "Paris", ["Paris"], "em") == (0.0, 1.0, 1.0)
+    assert answer_rewards("the city of Paris", "Paris", "Paris", ["Paris"]) == (0.5, 1.0, 1.0)
+    with pytest.raises(ValueError, match="unknown answer metric 'bleu'"):
+        answer_rewards("a", "b", "c", ["a"], "bleu")
 
 
 def test_design_reward_names_missing_inputs_and_unknown_designs():

@@ -15,13 +15,13 @@ from transformers import AutoTokenizer, TrainerCallback
 
 from conftest import ROOT
 from repro.config import load_profile
+from repro.formulas.prompts import format_passages, qa_messages
 from repro.generation.transformers_backend import TransformersGenerator
 from repro.io import fingerprint
-from repro.prompts import format_passages, qa_messages
-from repro.train import sft as sft_module
+from repro.stages.qa_generator import sft_examples
 from repro.train.launch import accelerate_command, launch_dir
-from repro.train.lora_worker import parse_args
-from repro.train.sft import (
+from repro.train.lora import runner as sft_module
+from repro.train.lora.runner import (
     WORKER,
     LoRARun,
     _prepare,
@@ -30,10 +30,10 @@ from repro.train.sft import (
     fitting_examples,
     section_config,
     sft_args,
-    sft_examples,
     train_lora,
     worker_args,
 )
+from repro.train.lora.worker import parse_args
 
 LORA_SECTIONS = ("qa_generator", "filco", "seer", "ar_study.sft")
 
@@ -134,7 +134,7 @@ def test_the_launch_command_runs_the_worker_on_the_callers_profile(tmp_path):
     with launch_dir(cfg) as tmp:
         command = accelerate_command(cfg.ar_study.sft.accelerate_config, WORKER, worker_args(cfg, tmp, progress=False))
         assert command[:7] == [sys.executable, "-m", "accelerate.commands.launch", "--config_file",
-                               "configs/accelerate/cpu-1proc.yaml", "-m", "repro.train.lora_worker"]
+                               "configs/accelerate/cpu-1proc.yaml", "-m", "repro.train.lora.worker"]
         args = parse_args(command[7:])
         assert (args.profile, Path(args.runs), args.no_progress) == ("ci", tmp / "runs.json", True)
         assert load_profile(args.profile, args.params) == cfg

@@ -1,4 +1,4 @@
-"""Data parallelism's pure parts (repro.sharding): replicas and their GPUs, contiguous slices, the merge
+"""Data parallelism's pure parts (repro.generation.sharding): replicas and their GPUs, contiguous slices, the merge
 back into input order; the profile key's validation; and `data_parallel: auto` on a machine without GPUs, which
 starts today's one engine in the calling process (the vLLM stand-in of tests/test_generation_vllm.py).
 
@@ -11,7 +11,7 @@ from test_generation_vllm import LLM, fake_vllm  # noqa: F401 (fixture)
 
 from repro.config import ConfigError, check_generator_options
 from repro.generation import make_generator
-from repro.sharding import merge, replica_count, replica_devices, shard_bounds, split, visible_devices
+from repro.generation.sharding import merge, replica_count, replica_devices, shard_bounds, split, visible_devices
 
 
 @given(st.integers(0, 200), st.integers(1, 16))

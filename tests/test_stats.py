@@ -10,10 +10,11 @@ from scipy import stats as sps
 from statsmodels.stats.contingency_tables import mcnemar
 from statsmodels.stats.multitest import multipletests
 
-from repro.stats import (
+from repro.reporting.stats import (
     approximate_randomization,
     compare_across_cells,
     compare_per_item,
+    discordant_pairs,
     holm,
     mcnemar_detectable_difference,
     mcnemar_exact_interval,
@@ -22,6 +23,7 @@ from repro.stats import (
     mcnemar_test,
     min_sign_test_p,
     paired_bootstrap,
+    paired_test,
     sign_test,
     stratified_mcnemar,
     tost_equivalence,
@@ -58,9 +60,9 @@ def test_paired_bootstrap_constant_difference():
 
 def test_batched_resampling_draws_what_one_call_draws(scores):
     a, _, same = scores
-    with patch("repro.stats.RESAMPLE_BATCH", None):  # scipy's single vectorised call
+    with patch("repro.reporting.stats.RESAMPLE_BATCH", None):  # scipy's single vectorised call
         whole = paired_bootstrap(a, same, n_resamples=2500), approximate_randomization(a, same, n_resamples=2499)
-    with patch("repro.stats.RESAMPLE_BATCH", 1000):  # three batches, the last one partial
+    with patch("repro.reporting.stats.RESAMPLE_BATCH", 1000):  # three batches, the last one partial
         assert (paired_bootstrap(a, same, n_resamples=2500), approximate_randomization(a, same, n_resamples=2499)) \
             == whole
 
@@ -293,6 +295,31 @@ def test_compare_per_item_runs_every_test_and_corrects(scores):
         compare_per_item({"em": em_a}, {"f1": a})
     recall = compare_per_item({"em": em_a, "ar": em_a}, {"em": em_b, "ar": em_b}, n_resamples=500, binary=("ar",))
     assert recall[recall["test"] == "McNemar (exact)"]["metric"].tolist() == ["ar"]  # any named 0/1 metric
+
+
+def test_paired_test_gives_each_studys_test_by_hand():
+    # 10 paired 0/1 outcomes, 3 discordant for a and 1 for b: exact McNemar p = 2·P(Bin(4, ½) ≤ 1) = 2·(1 + 4)/16
+    # = 0.625; the exact interval is 4/10·(2θ − 1) over Clopper-Pearson's θ of 3/4: θ_lo solves P(Beta(3, 2) ≤ θ) =
+    # 4θ³ − 3θ⁴ = 0.025 (θ = 0.194120), θ_hi = 0.975^(1/4) (the 0.975 quantile of Beta(4, 1))
+    a, b = [1, 1, 1, 0, 1, 1, 0, 0, 0, 0], [0, 0, 0, 1, 1, 1, 0, 0, 0, 0]
+    test, interval = paired_test(a, b, binary=True)
+    assert test is interval and test.test == "McNemar (exact)" and (test.effect, test.statistic) == (0.2, 1.0)
+    assert test.p_value == pytest.approx(0.625)
+    assert (test.ci_low, test.ci_high) == pytest.approx((0.4 * (2 * 0.1941204 - 1), 0.4 * (2 * 0.975**0.25 - 1)))
+    assert discordant_pairs(a, b) == (3, 1)
+    # per-item F1 with differences (1, 0.5, 0, 0): the permutation test enumerates the 2⁴ sign flips, and |mean| ≥
+    # 0.375 only when the two non-zero differences keep one sign (±1.5/4): 8 of 16, p = 0.5
+    f1_a, f1_b = [1, 0.5, 0.5, 0], [0, 0, 0.5, 0]
+    test, interval = paired_test(f1_a, f1_b, seed=3)
+    assert test.test == "approximate randomization (two-sided)" and test.effect == 0.375
+    assert test.p_value == pytest.approx(0.5) and math.isnan(test.ci_low)
+    assert interval == paired_bootstrap(f1_a, f1_b, 10_000, seed=3)  # the BCa interval, seeded as the test
+    assert test == approximate_randomization(f1_a, f1_b, 9_999, seed=3)
+    assert discordant_pairs(f1_a, f1_b) == (2, 0)  # items where either scores higher
+    table = compare_per_item({"em": a[:4], "f1": f1_a}, {"em": b[:4], "f1": f1_b}, seed=3)  # the same helper's rows
+    assert table.loc[1].drop(["metric", "p_holm"]).to_dict() == paired_test(a[:4], b[:4], binary=True).test.as_dict()
+    assert table.loc[[2, 3], "test"].tolist() == [interval.test, test.test]
+    assert table.loc[2].drop(["metric", "p_holm"]).to_dict() == interval.as_dict()
 
 
 def test_mcnemar_sample_size_follows_connors_formula_by_hand():

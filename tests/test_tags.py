@@ -3,7 +3,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import tagged_texts
-from repro.tags import (
+from repro.formulas.tags import (
     ParsedResponse,
     extract_answer,
     extract_evidence,

@@ -15,17 +15,17 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-from repro import prompts, rewards
 from repro.config import load_profile
 from repro.data import layout
 from repro.data.splits import sample_rows
+from repro.formulas import prompts, rewards
 from repro.io import write_jsonl
-from repro.train import TrainRun, fit, read_log, train_extractor
-from repro.train.data import extraction_row, extraction_rows
-from repro.train.run import build_trainer
-from repro.train.heldout import compare_policies, heldout_rows, score_policy
-from repro.train.recall_check import warmup_recall_check
-from repro.train.warmup import warm_up_policy
+from repro.studies.heldout import compare_policies, heldout_rows, score_policy
+from repro.studies.recall_check import warmup_recall_check
+from repro.train.grpo import TrainRun, fit, read_log, train_extractor
+from repro.train.grpo.data import extraction_row, extraction_rows
+from repro.train.grpo.run import build_trainer
+from repro.train.grpo.warmup import warm_up_policy
 
 pytestmark = pytest.mark.slow
 

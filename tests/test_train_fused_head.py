@@ -5,7 +5,7 @@ import trl.trainer.utils as trl_utils
 from transformers import AutoModelForCausalLM
 from trl.trainer.utils import add_fused_lm_head
 
-from repro.train.fused_head import compact_fused_lm_head_on_cpu
+from repro.train.speedups.fused_head import compact_fused_lm_head_on_cpu
 
 
 def _logprobs_and_head_grad(model, ids, labels, fused: bool):

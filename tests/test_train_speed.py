@@ -13,9 +13,9 @@ from trl.trainer.utils import add_fused_lm_head
 
 from repro.config import ConfigError, PolicyLoRAConfig, load_profile
 from repro.generation.attention import SDPA_GROUPED_DECODE, grouped_decode_attention
-from repro.train.lora_policy import merged_adapter, peft_config
-from repro.train.rollout_copy import MergedCopy
-from repro.train.shared_prefill import (
+from repro.train.speedups.lora_policy import merged_adapter, peft_config
+from repro.train.speedups.rollout_copy import MergedCopy
+from repro.train.speedups.shared_prefill import (
     PrefixCache,
     common_prefix_length,
     generate_sharing_prefixes,

@@ -16,22 +16,24 @@ from hypothesis import strategies as st
 from transformers import AutoTokenizer, TrainerControl, TrainerState
 from trl import GRPOConfig
 
-from repro import metrics, prompts, rewards, stats, tags
 from repro.config import ConfigError, RewardsConfig, TrainConfig, load_profile, profile_names
 from repro.data.answers import AnswerSentence, first_answer_sentence
 from repro.data.sentences import passage_sentences, random_sentence
+from repro.formulas import metrics, prompts, rewards, tags
 from repro.io import InputError
+from repro.registry import REWARD_DESIGNS
+from repro.reporting import stats
+from repro.studies.heldout import compare_policies, heldout_rows
+from repro.studies.recall_check import compare_recall, recall_items
+from repro.studies.training_dynamics import plot_training_dynamics, rolling_band
 from repro.train.checkpoints import last_checkpoint
-from repro.train.data import extraction_row
-from repro.train.logs import StepLog, read_log, train_log_row
-from repro.train.figures import plot_training_dynamics, rolling_band
-from repro.train.heldout import compare_policies, heldout_rows
-from repro.train.recall_check import compare_recall, recall_items
-from repro.train.rollout_reward import DesignReward, score_rollout
-from repro.train.rollout import answer_contexts, masked_targets, parse_rollout
-from repro.train.logs import TrainRun
-from repro.train.run import _prepare_run_dir, grpo_args
-from repro.train.trainer import (
+from repro.train.grpo.data import extraction_row
+from repro.train.grpo.logs import StepLog, read_log, train_log_row
+from repro.train.grpo.logs import TrainRun
+from repro.train.grpo.rollout import answer_contexts, masked_targets, parse_rollout
+from repro.train.grpo.rollout_reward import DesignReward, score_rollout
+from repro.train.grpo.run import _prepare_run_dir, grpo_args
+from repro.train.grpo.trainer import (
     KL_ESTIMATORS,
     ROLLOUT_MODELS,
     EviOmniTrainer,
@@ -39,7 +41,7 @@ from repro.train.trainer import (
     kl_estimate,
     std_clipped_advantages,
 )
-from repro.train.warmup import format_only_target, warmup_examples, warmup_target
+from repro.train.grpo.warmup import format_only_target, warmup_examples, warmup_target
 
 QUESTION = "Who designed the Eiffel Tower?"
 PASSAGES = prompts.format_passages([{"title": "Eiffel Tower", "text": "PASSAGE-FACT Gustave Eiffel's company."},
@@ -341,6 +343,32 @@ def test_switching_rewards_design_changes_the_training_reward(tokenizer):
     assert eviomni != values["eval_rar"]
 
 
+def test_a_reward_design_that_declares_eq5s_terms_logs_them_under_its_own_name(tokenizer, monkeypatch):
+    completions = [[{"role": "assistant", "content": ROLLOUT}]]
+    columns = dict(golden_answers=[["Gustave Eiffel"]], passages_length=[200], o_r=["Eiffel"], o_e=["Paris"],
+                   question=[QUESTION])
+    f1_score = score_rollout(ROLLOUT, "Eiffel", "Paris", ["Gustave Eiffel"], 200, RewardsConfig(), tokenizer)
+    assert f1_score.f1 == pytest.approx({"rationale": 2 / 3, "evidence": 0.0, "full": 1.0})
+    logged = {}
+    eqr = DesignReward(RewardsConfig(design="eviomni_eqr"), tokenizer, lambda p, h: [0.5] * len(p))
+    values = eqr(completions, log_metric=logged.__setitem__, **columns)
+    assert eqr.__name__ == "eviomni_eqr" and values == [pytest.approx(f1_score.final + 0.5)]
+    assert logged == pytest.approx({f"eviomni/{k}": v for k, v in f1_score.summary().items()}
+                                   | {"eviomni/reward_eviomni_eqr": values[0]})
+
+    monkeypatch.setitem(REWARD_DESIGNS, "eviomni_em",
+                        dataclasses.replace(REWARD_DESIGNS["eviomni"], name="eviomni_em", answer_metric="em"))
+    logged = {}
+    em = DesignReward(RewardsConfig(design="eviomni_em"), tokenizer)
+    values = em(completions, log_metric=logged.__setitem__, **columns)
+    # R^ans: EM (0, 0, 1) instead of F1 (2/3, 0, 1); F1 and EM are both still logged
+    assert em.__name__ == "eviomni_em" and values == [pytest.approx(f1_score.final - 0.8 * 2 / 9)]
+    assert logged["eviomni/reward_final"] == pytest.approx(values[0])  # Eq. 5 itself: not logged twice
+    assert "eviomni/reward_eviomni_em" not in logged
+    assert logged["eviomni/f1_rationale"] == pytest.approx(2 / 3) and logged["eviomni/em_rationale"] == 0.0
+    assert DesignReward(RewardsConfig(design="eval_rar"), tokenizer).__name__ == "eval_rar"
+
+
 def test_designs_that_need_nli_refuse_to_run_without_a_scorer(tokenizer):
     with pytest.raises(ValueError, match="needs an NLI scorer"):
         DesignReward(RewardsConfig(design="evinote"), tokenizer)
@@ -516,7 +544,7 @@ class CountingScorer:
     (1, True, 1),    # the default, and length tuning, whose pair runs are scored by their dev value
 ])
 def test_a_run_with_one_checkpoint_skips_its_dev_pass_only_when_asked(tmp_path, max_steps, score_single, scored):
-    from repro.train.callbacks import DevSelectionCallback
+    from repro.train.grpo.callbacks import DevSelectionCallback
 
     trainer = CountingScorer()
     callback = DevSelectionCallback(trainer, [{"id": "q"}], "f1_evidence", tmp_path / "dev_eval.jsonl",

@@ -33,10 +33,10 @@ from trl.generation.vllm_client import VLLMClient
 from trl.generation.vllm_generation import VLLMGeneration
 
 from repro.config import load_profile
-from repro.train import TrainRun
-from repro.train.data import extraction_rows
-from repro.train.rollout import MASKED_TARGETS, answer_contexts, parse_rollout
-from repro.train.run import build_trainer
+from repro.train.grpo import TrainRun
+from repro.train.grpo.data import extraction_rows
+from repro.train.grpo.rollout import MASKED_TARGETS, answer_contexts, parse_rollout
+from repro.train.grpo.run import build_trainer
 
 pytestmark = [pytest.mark.vllm, pytest.mark.slow, pytest.mark.timeout(600),  # a server, an engine, SmolLM2
               pytest.mark.xdist_group(SMOLLM2_SERVER)]  # one worker: one server, one transformers reference
@@ -189,7 +189,7 @@ from unittest import mock
 from trl.generation import vllm_generation
 sys.path.insert(0, {tests!r})
 import test_train_vllm as t
-from repro.train.rollout import MASKED_TARGETS
+from repro.train.grpo.rollout import MASKED_TARGETS
 
 syncs, built, real_llm = [], [], vllm_generation.LLM
 

@@ -5,10 +5,10 @@ import functools
 
 import pytest
 
-from repro import tags
 from repro.data.sentences import random_sentence
-from repro.train.data import extraction_prompt
-from repro.train.warmup import format_only_prefix, format_only_target, model_answers, warmup_examples
+from repro.formulas import tags
+from repro.train.grpo.data import extraction_prompt
+from repro.train.grpo.warmup import format_only_prefix, format_only_target, model_answers, warmup_examples
 
 ROW = {"id": "q1", "question": "Who designed the Eiffel Tower?", "golden_answers": ["Gustave Eiffel", "Eiffel"],
        "passages": [{"contents": "Paris\nParis is the capital. Eiffel lived here."},

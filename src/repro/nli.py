@@ -1,6 +1,6 @@
 """An MNLI-style classifier as the entailment scorer of EviNote-RAG's R_EQR (seed 002 Eq. 4; D126).
 
-The scorer is loaded once by whoever trains or evaluates and passed into the reward functions of repro.rewards,
+The scorer is loaded once by whoever trains or evaluates and passed into the reward functions of repro.formulas.rewards,
 which never load a model. EviNote-RAG's released code uses microsoft/deberta-v2-xlarge-mnli (labels contradiction,
 neutral, entailment); the embedded default is `embedded:nli-untrained-minilm` (repro.assets), a MiniLM encoder
 with an UNTRAINED 3-label head in the same label order: it runs this code path, its probabilities are noise.

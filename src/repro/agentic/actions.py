@@ -19,7 +19,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Literal
 
-from repro.prompts import eval_rar_prompt, search_r1_prompt
+from repro.formulas.prompts import eval_rar_prompt, search_r1_prompt
 
 ACTION_STOPS = ("</search>", "</answer>")
 INVALID_ACTION_MESSAGE = (

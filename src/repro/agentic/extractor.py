@@ -11,9 +11,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+from repro.formulas.prompts import EVIDENCE_STOP, chat_messages, evidence_extraction_prompt, format_passages
+from repro.formulas.tags import extract_evidence
 from repro.generation import GenerationParams, Generator
-from repro.prompts import EVIDENCE_STOP, chat_messages, evidence_extraction_prompt, format_passages
-from repro.tags import extract_evidence
 
 CONTEXT_QUERY_PARTS = ("{question}", "<think> {reasoning} </think>", "<search> {sub_query} </search>")
 

@@ -28,8 +28,8 @@ from repro.agentic.actions import (ACTION_STOPS, EVALUATION_STOP, INVALID_ACTION
 from repro.agentic.extractor import EvidenceExtractor, compose_query
 from repro.agentic.search import Search
 from repro.agentic.trajectory import Trajectory, Turn
+from repro.formulas.prompts import chat_messages, render_chat
 from repro.generation import GenerationParams, Generator
-from repro.prompts import chat_messages, render_chat
 
 
 @dataclasses.dataclass(frozen=True)

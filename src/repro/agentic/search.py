@@ -8,12 +8,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from typing import Protocol
 
+from repro.config import Profile
 from repro.data.corpus import PassageStore
+from repro.retrieval.prepare import open_corpus
+from repro.retrieval.run import RetrievalSession
 
 
 class Search(Protocol):
@@ -82,3 +87,23 @@ def _hits(payload: object, n_queries: int, url: str) -> list[list[dict]]:
                         "score": float(item["score"])})
         hits.append(row)
     return hits
+
+
+def open_local_search(cfg: Profile) -> tuple[LocalSearch, PassageStore]:
+    """The profile's agentic retriever (`retrieval.agentic`) over its corpus; close the store when done."""
+    store, corpus_fingerprint = open_corpus(cfg)
+    retriever = RetrievalSession(cfg, store, corpus_fingerprint).retriever(cfg.retrieval.agentic)
+    return LocalSearch(retriever, store), store
+
+
+@contextlib.contextmanager
+def open_search(cfg: Profile) -> Iterator[Search]:
+    """A client of `agentic.search_url` if set, else the in-process agentic retriever."""
+    if cfg.agentic.search_url:
+        yield RetrievalClient(cfg.agentic.search_url)
+        return
+    search, store = open_local_search(cfg)
+    try:
+        yield search
+    finally:
+        store.close()

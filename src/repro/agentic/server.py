@@ -285,7 +285,7 @@ def _interrupt(signum, frame):
 
 
 def main(argv: list[str] | None = None) -> None:
-    from repro.agentic.study import open_local_search
+    from repro.agentic.search import open_local_search
     from repro.config import load_profile
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -23,7 +23,7 @@ import dataclasses
 from collections.abc import Callable
 
 from repro.agentic.actions import evaluation_blocks, evaluation_text, final_answer, format_documents
-from repro.metrics import answer_recall, exact_match
+from repro.formulas.metrics import answer_recall, exact_match
 
 
 @dataclasses.dataclass

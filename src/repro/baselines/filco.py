@@ -8,13 +8,13 @@ Context for Retrieval-Augmented Generation", arXiv:2311.08377; released code git
    - Lexical Overlap, `lexical_overlap`: the unigram F1 of t and o (SQuAD normalisation, max over the golden
      answers); sentences with f_lex(t, o) >= λ are kept.
    The kept sentences, in passage order and joined by a space (FilCo's `get_sent`), are the silver context.
-2. The context filter M_ctx: the base model (models.extractor) fine-tuned with LoRA SFT (repro.train.sft) to
+2. The context filter M_ctx: the base model (models.extractor) fine-tuned with LoRA SFT (repro.train.lora.runner) to
    generate the silver context from FilCo's released M_ctx prompt (`FILCO_TEMPLATE`: the instruction of its
    `convert_dataset.py` for NQ/TQA/HotpotQA over "question: q" and "context: " the passage texts, one per line).
 3. At evaluation the filter's greedy output is the evidence (`FilCoFilter`), answered by the QA generator.
 
     adapter = train_filco(cfg)            # data/<profile>/baselines/filco/filter/adapter/
-    python -m repro.baselines.filco --profile tiny
+    python -m repro.stages.filco_train --profile tiny
 
 Departures and open choices (docs/decisions.md D66-D70): sentences from nltk's Punkt algorithm without its
 trained English model (D66); all top-k passages in, silver sentences from all of them (D67); STRINC by default,
@@ -24,44 +24,33 @@ the lexical criterion, as the paper says, where the released code counts charact
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 from pathlib import Path
 
-from nltk.tokenize.punkt import PunktSentenceTokenizer
-
 from repro.assets import resolve
-from repro.config import FilCoConfig, Profile, load_profile
+from repro.config import FilCoConfig, Profile
 from repro.data import layout
 from repro.data.qa import read_contexts
+from repro.data.sentences import punkt_sentences
 from repro.data.splits import sample_rows
 from repro.evaluation.refiners import PromptedRefiner
+from repro.formulas.metrics import f1
+from repro.formulas.prompts import chat_messages, format_passages, passage_title_and_text
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
 from repro.generation.prompting import load_tokenizer
 from repro.io import fingerprint, model_fingerprint, write_jsonl
-from repro.metrics import f1
-from repro.preflight import require
-from repro.prompts import chat_messages, format_passages, passage_title_and_text
-from repro.train.sft import LoRARun, fitting_examples, train_lora
+from repro.train.lora.runner import LoRARun, fitting_examples, train_lora
 
 # FilCo's M_ctx instruction for NQ, TQA and HotpotQA (zorazrw/filco convert_dataset.py, MCTX_INSTR_MAP), followed
 # by its "question: …" / "context: …" input (get_inputs.py, prefix_format "{}: {}").
 FILCO_INSTRUCTION = "Given the ['question', 'context'], predict the most helpful sentences in the context."
 FILCO_TEMPLATE = FILCO_INSTRUCTION + "\n\nquestion: {question}\ncontext: {context}"
 
-_SENTENCES = PunktSentenceTokenizer()  # D66: Punkt's algorithm with default parameters (no trained model offline)
-
-
-def split_sentences(text: str) -> list[str]:
-    """The sentences of a passage text."""
-    return [s.strip() for s in _SENTENCES.tokenize(text) if s.strip()]
-
-
 def filco_sentences(row: dict) -> list[str]:
     """The sentences of every top-k passage text of a contexts row (title line excluded), in retrieval order, split
     by NLTK's Punkt as FilCo's code splits them (D66)."""
-    return [s for passage in row["passages"] for s in split_sentences(passage_title_and_text(passage)[1])]
+    return [s for passage in row["passages"] for s in punkt_sentences(passage_title_and_text(passage)[1])]
 
 
 def string_inclusion(sentence: str, answers: list[str]) -> bool:
@@ -119,7 +108,7 @@ def training_examples(cfg: Profile, tokenizer) -> tuple[list[dict], int]:
 
 
 def filco_dir(profile: str) -> Path:
-    """data/<profile>/baselines/filco: silver.jsonl and the run directory filter/ (repro.train.sft's layout)."""
+    """data/<profile>/baselines/filco: silver.jsonl and the run directory filter/ (repro.train.lora.runner's layout)."""
     return layout.profile_dir(profile) / "baselines" / "filco"
 
 
@@ -167,16 +156,3 @@ def build(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> 
     the adapter's fingerprint is part of the refiner's model id, hence of its configuration."""
     generator, model_id = pool.get(resolve(cfg.models.extractor, cfg.name), str(filter_adapter(cfg)))
     return FilCoFilter(generator, model_id, params)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="FilCo: silver contexts and LoRA SFT of the context filter.")
-    parser.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
-    args = parser.parse_args(argv)
-    cfg = load_profile(args.profile)
-    require(cfg, "filco")
-    print(train_filco(cfg))
-
-
-if __name__ == "__main__":
-    main()

@@ -30,11 +30,11 @@ from pathlib import Path
 from repro.assets import resolve
 from repro.config import LLMLingua2Config, Profile
 from repro.evaluation.refiners import Refinement, Refiner
+from repro.formulas.prompts import passages_document
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
 from repro.io import atomic_path, model_fingerprint
 from repro.registry import METHODS
-from repro.prompts import passages_document
 
 CL100K_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
 # llmlingua merges sub-word tokens into words by the model *name*: it must contain one of these.

@@ -20,9 +20,9 @@ from collections.abc import Sequence
 import torch
 
 from repro.assets import resolve
-from repro.baselines.sentences import SENTENCE_BOUNDARY, split_sentences
 from repro.config import Profile, RecompConfig
 from repro.data.corpus import split_contents
+from repro.data.sentences import SENTENCE_BOUNDARY, selective_context_sentences
 from repro.evaluation.refiners import Refinement, Refiner
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
@@ -31,8 +31,9 @@ from repro.io import model_fingerprint
 
 def recomp_sentences(row: dict) -> list[str]:
     """The sentences of a row's passages, in passage order then text order (titles are not sentences), split as
-    FlashRAG's RECOMP refiner splits them (`repro.baselines.sentences`; D61)."""
-    return [s for passage in row["passages"] for s in split_sentences(split_contents(passage["contents"])[1])]
+    FlashRAG's RECOMP refiner splits them (`repro.data.sentences.selective_context_sentences`; D61)."""
+    return [s for passage in row["passages"]
+            for s in selective_context_sentences(split_contents(passage["contents"])[1])]
 
 
 def top_sentences(scores: Sequence[float], n: int) -> list[int]:

@@ -16,16 +16,15 @@ SEER turns a vanilla model into an evidence extractor in three stages, reproduce
 At evaluation the aligned extractor's greedy output is the evidence (`SEERExtractor`).
 
     adapter = train_seer(cfg)             # data/<profile>/baselines/seer/extractor/adapter/
-    python -m repro.baselines.seer --profile tiny
+    python -m repro.stages.seer_train --profile tiny
 
 data/<profile>/baselines/seer/ holds candidates.jsonl (resumable, chunk by chunk, repro.evaluation.records),
-weights.json, pairs.jsonl and the DPO run directory extractor/ (repro.train.sft's layout). SEER's own
+weights.json, pairs.jsonl and the DPO run directory extractor/ (repro.train.lora.runner's layout). SEER's own
 extraction prompt is not available offline; `SEER_TEMPLATE` is ours (D71).
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ import torch
 from tqdm.auto import tqdm
 
 from repro.assets import resolve
-from repro.config import Profile, SEERConfig, load_profile
+from repro.config import Profile, SEERConfig
 from repro.data import layout
 from repro.data.answers import answer_in_passages
 from repro.data.qa import read_contexts
@@ -44,16 +43,15 @@ from repro.data.splits import sample_rows
 from repro.evaluation.answering import qa_adapter
 from repro.evaluation.records import RecordFile
 from repro.evaluation.refiners import PromptedRefiner
+from repro.formulas.metrics import normalize_answer
+from repro.formulas.prompts import chat_messages, passages_document, qa_messages
 from repro.generation import GenerationParams, Generator, Prompt
 from repro.generation.pool import ModelPool
 from repro.generation.prompting import encode, load_tokenizer
 from repro.generation.transformers_backend import TransformersGenerator
 from repro.io import fingerprint, model_fingerprint, write_json, write_jsonl
-from repro.metrics import normalize_answer
-from repro.preflight import require
-from repro.prompts import chat_messages, passages_document, qa_messages
 from repro.retrieval.encoders import TextEncoder
-from repro.train.sft import LoRARun, example_length, train_lora
+from repro.train.lora.runner import LoRARun, example_length, train_lora
 
 # D71: SEER's extraction prompt is not public offline; ours asks for the three properties its experts reward.
 SEER_TEMPLATE = (
@@ -345,7 +343,7 @@ def train_seer(cfg: Profile, root: str | Path | None = None, *, progress: bool =
 def align_with_dpo(cfg: Profile, model: str, pairs: list[dict], run: Path, config: dict, progress: bool = True) -> Path:
     """Stage 3: DPO of a LoRA adapter on `model` over preference `pairs` ({"prompt", "chosen", "rejected"}) in run
     directory `run`, in the worker processes of `seer.accelerate_config` (reused or resumed,
-    repro.train.sft.train_lora); the reference is the adapter-free model."""
+    repro.train.lora.runner.train_lora); the reference is the adapter-free model."""
     return train_lora(cfg, [LoRARun("seer", "dpo", model, pairs, run, config)], progress)[0]
 
 
@@ -363,16 +361,3 @@ def build(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> 
     wrote; the adapter's fingerprint is part of the refiner's model id, hence of its configuration."""
     generator, model_id = pool.get(resolve(cfg.models.extractor, cfg.name), str(extractor_adapter(cfg)))
     return SEERExtractor(generator, model_id, params)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="SEER: sample, assess and DPO-align the evidence extractor.")
-    parser.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
-    args = parser.parse_args(argv)
-    cfg = load_profile(args.profile)
-    require(cfg, "seer")
-    print(train_seer(cfg))
-
-
-if __name__ == "__main__":
-    main()

@@ -25,14 +25,14 @@ import numpy as np
 import torch
 
 from repro.assets import resolve
-from repro.baselines.sentences import SENTENCE_BOUNDARY, collapse_whitespace, sentence_spans
 from repro.config import Profile, SelectiveContextConfig
+from repro.data.sentences import SENTENCE_BOUNDARY, collapse_whitespace, sentence_spans
 from repro.evaluation.refiners import Refinement, Refiner
+from repro.formulas.prompts import passages_document
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
 from repro.generation.prompting import load_tokenizer
 from repro.io import model_fingerprint
-from repro.prompts import passages_document
 
 Span = tuple[int, int]
 

@@ -12,8 +12,8 @@ from repro.config.training import LaunchedLoRAConfig
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ArSFTConfig(LaunchedLoRAConfig):
-    """The two LoRA SFT runs of the answer-recall study (repro.ar_study): rank 16 and 3 epochs as in §2.2, the rest
-    ours (D83)."""
+    """The two LoRA SFT runs of the answer-recall study (repro.studies.ar_study): rank 16 and 3 epochs as in §2.2, the
+    rest ours (D83)."""
 
     section: typing.ClassVar[str] = "ar_study.sft"
     lora_rank: int = dataclasses.field(default=16, metadata={"help": "LoRA's rank"})
@@ -109,7 +109,7 @@ class ArRecallConfig:
 
 @dataclasses.dataclass(frozen=True)
 class ArStudyConfig:
-    """The answer-recall study of §2.2 (Table 1, Figure 2; repro.ar_study): teacher synthesis, two LoRA SFT
+    """The answer-recall study of §2.2 (Table 1, Figure 2; repro.studies.ar_study): teacher synthesis, two LoRA SFT
     variants of `student` (rational: <reason>+<extract> targets; vanilla: <extract> only), answer recall."""
 
     teacher: ArTeacherConfig = dataclasses.field(

@@ -89,6 +89,9 @@ class RetrieverConfig:
         default="float32", metadata={"help": "the encoder's weights"})
     index: str = dataclasses.field(
         default="Flat", metadata={"help": "FAISS index_factory string: Flat (exact), IVF4096,Flat, HNSW32, ..."})
+    gpu_fp16: bool = dataclasses.field(
+        default=False, metadata={"help": "the index sharded over the GPUs in fp16 (Search-R1's E5 server); false: "
+                                         "fp32, exact inner products (the paper's DPR through Tevatron)"})
     search_params: dict[str, int] = dataclasses.field(default_factory=dict, metadata={"help": "e.g. nprobe, efSearch"})
     encode_block: int = dataclasses.field(
         default=100_000, metadata={"help": "passages encoded and added to the index per block"})
@@ -136,7 +139,7 @@ class NoiseConfig:
 
 @dataclasses.dataclass(frozen=True)
 class FetchConfig:
-    """External assets that `python -m repro.remote fetch --profile P` downloads (repro.remote, D115-D118):
+    """External assets that `python -m repro.ops.remote fetch --profile P` downloads (repro.ops.remote, D115-D118):
     each hub repo at the commit the lock file records, resolved from its main branch when it enters the lock."""
 
     lock: str = dataclasses.field(

@@ -29,7 +29,7 @@ def check_generator_options(options: dict, backend: str, where: str, set_by_call
     unknown = sorted(set(options) - set(allowed))
     if unknown:
         raise ConfigError(f"{where}: unknown option(s) {unknown} for backend {backend}; allowed: {allowed}")
-    replicas = options.get("data_parallel")  # engine replicas (repro.sharding)
+    replicas = options.get("data_parallel")  # engine replicas (repro.generation.sharding)
     if replicas not in (None, "auto") and (type(replicas) is not int or replicas < 1):
         raise ConfigError(f"{where}.data_parallel: 'auto', null or a replica count >= 1, got {replicas!r}")
 

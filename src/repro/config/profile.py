@@ -37,7 +37,7 @@ class Profile:
     train: TrainConfig | None = dataclasses.field(
         default=None, metadata={"help": "GRPO training of the extractor (repro.train)"})
     qa_generator: QAGeneratorConfig | None = dataclasses.field(
-        default=None, metadata={"help": "LoRA QA generator (repro.train.sft)"})
+        default=None, metadata={"help": "LoRA QA generator (repro.stages.qa_generator)"})
     filco: FilCoConfig | None = dataclasses.field(
         default=None, metadata={"help": "FilCo's trained filter (repro.baselines.filco)"})
     seer: SEERConfig | None = dataclasses.field(
@@ -47,26 +47,26 @@ class Profile:
     released_check: ReleasedCheckConfig | None = dataclasses.field(
         default=None, metadata={"help": "before the released checkpoints are used"})
     latency: LatencyConfig | None = dataclasses.field(
-        default=None, metadata={"help": "Table 4 (repro.evaluation.latency)"})
+        default=None, metadata={"help": "Table 4 (repro.studies.latency)"})
     ablation: AblationConfig | None = dataclasses.field(
-        default=None, metadata={"help": "Table 3 (repro.evaluation.ablation; None: not run, \"not requested\")"})
+        default=None, metadata={"help": "Table 3 (repro.studies.ablation; None: not run, \"not requested\")"})
     reward_designs: RewardDesignsConfig | None = dataclasses.field(
-        default=None, metadata={"help": "issue #18 (repro.evaluation.reward_designs; None: not run)"})
+        default=None, metadata={"help": "issue #18 (repro.studies.reward_designs; None: not run)"})
     length_tuning: LengthTuningConfig | None = dataclasses.field(
-        default=None, metadata={"help": "τ, γ on a dev grid (repro.train.length_tuning; None: not run)"})
+        default=None, metadata={"help": "τ, γ on a dev grid (repro.studies.length_tuning; None: not run)"})
     evidence: EvidenceConfig | None = dataclasses.field(
-        default=None, metadata={"help": "issue #31's experiment (repro.train.evidence_gate; None: not run)"})
+        default=None, metadata={"help": "issue #31's experiment (repro.studies.evidence_gate; None: not run)"})
     distractor: DistractorConfig | None = dataclasses.field(
-        default=None, metadata={"help": "Tables 9-10 (repro.evaluation.study)"})
+        default=None, metadata={"help": "Tables 9-10 (repro.studies.comparison)"})
     noise_robustness: NoiseRobustnessConfig | None = dataclasses.field(
-        default=None, metadata={"help": "Figure 5 (repro.evaluation.study)"})
+        default=None, metadata={"help": "Figure 5 (repro.studies.comparison)"})
     baselines: BaselinesConfig | None = dataclasses.field(
         default=None, metadata={"help": "Table 2's VAR baselines (repro.baselines)"})
     agentic: AgenticConfig | None = dataclasses.field(default=None, metadata={"help": "Tables 5-6 (repro.agentic)"})
     ar_study: ArStudyConfig | None = dataclasses.field(
-        default=None, metadata={"help": "Table 1, Figure 2 (repro.ar_study)"})
+        default=None, metadata={"help": "Table 1, Figure 2 (repro.studies.ar_study)"})
     fetch: FetchConfig | None = dataclasses.field(
-        default=None, metadata={"help": "hub assets at locked commits (repro.remote; paper profiles)"})
+        default=None, metadata={"help": "hub assets at locked commits (repro.ops.remote; paper profiles)"})
     eviomni: str = dataclasses.field(
         default=TRAINED_EVIOMNI,
         metadata={"help": "params.yaml's top-level `eviomni` (set by load_profile, not per profile)"})

@@ -168,7 +168,7 @@ AnswerKey = typing.Literal["rationale", "evidence", "full"]
 class LengthTuningConfig:
     """τ and γ chosen on the dev set (App. A.2, #21): one short GRPO run per (τ, γ) of the grid, each scored by
     `train`'s dev selection; the stage reports the best pair and leaves `rewards.tau` / `rewards.gamma` to the
-    profile (repro.train.length_tuning, D150)."""
+    profile (repro.studies.length_tuning, D150)."""
 
     tau: list[float] = dataclasses.field(metadata={"help": "the paper's grid: [0.1, 0.2, 0.5, 1.0]"})
     gamma: list[float] = dataclasses.field(metadata={"help": "the paper's grid: [0.1, 0.3, 0.5, 0.8, 1.0]"})
@@ -185,12 +185,12 @@ class LengthTuningConfig:
 
 @dataclasses.dataclass(frozen=True)
 class EvidenceConfig:
-    """Issue #31's CPU evidence experiment (docs/cpu-evidence.md). Its gate (repro.train.evidence_gate): greedy o_e
+    """Issue #31's CPU evidence experiment (docs/cpu-evidence.md). Its gate (repro.studies.evidence_gate): greedy o_e
     from a sentence holding a golden answer against one holding none, on `gate_questions` training questions; it
     passes when the F1 contrast is at least `gate_min_contrast` and its 95% interval excludes 0 (decided before the
-    run). Then, if it passed (repro.train.evidence_seeds): one GRPO run of the profile's `train` recipe per GRPO seed
+    run). Then, if it passed (repro.studies.evidence_seeds): one GRPO run of the profile's `train` recipe per GRPO seed
     of `seeds` (`train.seed`), from the one warm-up, each scored against the starting policy on `heldout_questions`
-    answerable held-out dev questions (repro.train.heldout)."""
+    answerable held-out dev questions (repro.studies.heldout)."""
 
     gate_questions: int = dataclasses.field(
         default=64, metadata={"help": "answerable training questions of the gate (issue #31, D191)"})
@@ -215,7 +215,7 @@ class EvidenceConfig:
 @dataclasses.dataclass(frozen=True)
 class AblationConfig:
     """Table 3: one GRPO run per answer subset (`rewards.answer_subset`), each evaluated like Table 2's EviOmni
-    column with the profile's `evaluation` settings (repro.evaluation.ablation, D43)."""
+    column with the profile's `evaluation` settings (repro.studies.ablation, D43)."""
 
     subsets: list[tuple[AnswerKey, ...]] = dataclasses.field(
         metadata={"help": "Table 3's rows: the answers averaged into R^ans"})
@@ -252,7 +252,7 @@ class DesignRow:
 class RewardDesignsConfig:
     """The reward-design study (issue #18): one GRPO run per row, the profile's run with `rewards.design` (and, for a
     row such as eviomni_k2, `train.kl_estimator`) replaced, each evaluated like Table 2's EviOmni column and compared
-    with the row `eviomni` (repro.evaluation.reward_designs, D158-D161)."""
+    with the row `eviomni` (repro.studies.reward_designs, D158-D161)."""
 
     designs: list[DesignRow] = dataclasses.field(
         metadata={"help": "rows: {design: a rewards.design, kl_estimator: a train.kl_estimator or omitted} (D159)"})
@@ -306,7 +306,7 @@ EVIOMNI_SOURCES = (TRAINED_EVIOMNI, RELEASED_EVIOMNI)
 
 @dataclasses.dataclass(frozen=True)
 class ReleasedCheckConfig:
-    """The check of the authors' checkpoints before a study uses them (repro.evaluation.released, D179): Table 14 on
+    """The check of the authors' checkpoints before a study uses them (repro.studies.released, D179): Table 14 on
     seeded questions, decoded as the `evaluation` section decodes `eviomni_released`; format rate, evidence length and
     CR against Table 2's EviOmni CR. Below a floor the released_extractor stage refuses; a null floor only reports."""
 
@@ -315,7 +315,7 @@ class ReleasedCheckConfig:
         default="dev", metadata={"help": "the split the released checkpoints are checked on"})
     questions: int = dataclasses.field(default=100, metadata={"help": "a seeded subset of the split"})
     format_check: typing.Literal["strict", "lenient"] = dataclasses.field(
-        default="lenient", metadata={"help": "the repro.tags check the format rate counts (D147)"})
+        default="lenient", metadata={"help": "the repro.formulas.tags check the format rate counts (D147)"})
     min_format_rate: float | None = dataclasses.field(
         default=None, metadata={"help": "refuse below this share of well-formatted outputs (null: report only)"})
     cr_factor: float | None = dataclasses.field(

@@ -17,8 +17,8 @@ SelectionMetric = typing.Literal["f1_evidence", "em_evidence", "f1_full", "em_fu
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class LoRASFTConfig:
-    """A LoRA adapter and the HF Trainer settings that fit it (repro.train.sft); shared by the QA generator and the
-    trained baselines (FilCo's filter, SEER's extractor)."""
+    """A LoRA adapter and the HF Trainer settings that fit it (repro.train.lora.runner); shared by the QA generator and
+    the trained baselines (FilCo's filter, SEER's extractor)."""
 
     section: typing.ClassVar[str] = "lora"  # the params.yaml section, in error messages
     lora_rank: int = dataclasses.field(default=8, metadata={"help": "App. A.2"})
@@ -82,8 +82,8 @@ WarmupAnswers = typing.Literal["model", "span"]
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class FormatWarmupConfig(LoRASFTConfig):
-    """A LoRA SFT of the policy on rollouts in the exact format before GRPO (repro.train.warmup, D90): a stand-in for
-    the instruction following of the paper's 1.5B/7B models, which the 135M CPU model lacks. The adapter is merged.
+    """A LoRA SFT of the policy on rollouts in the exact format before GRPO (repro.train.grpo.warmup, D90): a stand-in
+    for the instruction following of the paper's 1.5B/7B models, which the 135M CPU model lacks. The adapter is merged.
     `targets`: format_only (a seeded random sentence, blind to the golden answers; D141) or string_inclusion (the
     sentence holding a golden answer and that answer: the supervision GRPO should learn; D142). `answers`, for
     format_only: the base model's own greedy answer after the target's extract (D189) or a span of the sentence

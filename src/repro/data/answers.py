@@ -2,8 +2,8 @@
 first passage sentence that contains one (String Inclusion: the AR study's heuristic teacher, the format warm-up's
 `string_inclusion` targets).
 
-Matching is on SQuAD-normalised text (`repro.metrics.normalize_answer`) and on whole tokens, as DPR's
-`has_answer` does, so "1889" does not match "18890" (plain substring matching, `repro.metrics.answer_recall`,
+Matching is on SQuAD-normalised text (`repro.formulas.metrics.normalize_answer`) and on whole tokens, as DPR's
+`has_answer` does, so "1889" does not match "18890" (plain substring matching, `repro.formulas.metrics.answer_recall`,
 is the AR of §2.2).
 """
 
@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 
 from repro.data.corpus import split_contents
 from repro.data.sentences import passage_sentences
-from repro.metrics import normalize_answer
+from repro.formulas.metrics import normalize_answer
 
 
 def has_answer(text: str, answers: Iterable[str]) -> bool:

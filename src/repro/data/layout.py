@@ -10,13 +10,13 @@ The data stage:
     noise/<dataset>/<split>/k<k>.jsonl              retrieved + k irrelevant passages (Figure 5)
 
 The stages after it, where a path is read by more than one layer (a study's own files are named in its
-module: `repro.ar_study.paths`, `repro.baselines.filco.filco_dir`, `repro.baselines.seer.seer_dir`):
+module: `repro.studies.ar_study.paths`, `repro.baselines.filco.filco_dir`, `repro.baselines.seer.seer_dir`):
 
-    train/<name>/                                   a GRPO run (repro.train.run.TrainRun); `eviomni` is the main
+    train/<name>/                                   a GRPO run (repro.train.grpo.run.TrainRun); `eviomni` is the main
                                                     one, `ablation/<subset>` the Table 3 runs, `reward_designs/<row>`
                                                     the reward-design study's
-    train/format_warmup/                            the format warm-up of the starting policy (repro.train.warmup)
-    qa_generator/adapter/                           the LoRA QA generator (repro.train.sft)
+    train/format_warmup/                            the format warm-up of the starting policy (repro.train.grpo.warmup)
+    qa_generator/adapter/                           the LoRA QA generator (repro.stages.qa_generator)
     predictions/<study>/<dataset>/<method>.jsonl    per-item records (+ .manifest.json, + .partial.jsonl while
                                                     running); main_comparison/reading_check/<dataset>/ holds Zero
                                                     and Full on the questions whose passages hold an answer (D91)

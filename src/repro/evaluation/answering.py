@@ -13,8 +13,8 @@ from pathlib import Path
 
 from repro.config import Profile
 from repro.data import layout
+from repro.formulas.prompts import CLOSED_BOOK_QA_TEMPLATE, RAG_QA_TEMPLATE, qa_messages
 from repro.generation import GenerationParams, Generator
-from repro.prompts import CLOSED_BOOK_QA_TEMPLATE, RAG_QA_TEMPLATE, qa_messages
 
 
 def qa_adapter(cfg: Profile) -> Path | None:

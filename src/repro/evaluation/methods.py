@@ -21,7 +21,7 @@ from repro.evaluation.refiners import ChainOfThought, ClosedBook, FullPassages, 
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
 from repro.registry import METHODS, missing_settings
-from repro.train.logs import TrainRun
+from repro.train.grpo.logs import TrainRun
 
 
 def extractor_model(key: str, cfg: Profile) -> str:

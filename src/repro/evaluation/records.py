@@ -8,13 +8,13 @@ A record is one question of one (study, dataset, method) run:
     raw_output                            the refiner's own output where it differs from `evidence` (e.g. the
                                           extractor's <reason>…<extract>… text), else null
     generation, prediction                the QA generator's output and the answer read from it
-    em, f1                                of the prediction against the golden answers (repro.metrics)
+    em, f1                                of the prediction against the golden answers (repro.formulas.metrics)
     answer_in_passages                    a passage text contains a golden answer (DPR's has_answer, as Table 8)
     passage_tokens, passage_words         L_P: the formatted top-k passages, i.e. Full's document
     evidence_tokens, evidence_words       L_e (null for Zero)
     cr                                    L_P / max(L_e, 1), Eq. 9 with an empty evidence counted as 1 (D14)
     refine_seconds, answer_seconds        wall time of the chunk's refinement / answering over its size
-                                          (amortised over the batch; Table 4's harness is repro.evaluation.latency)
+                                          (amortised over the batch; Table 4's harness is repro.studies.latency)
 
 Tokens are the extractor's tokenizer's, words are whitespace words (D13).
 

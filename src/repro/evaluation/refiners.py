@@ -10,7 +10,7 @@ fingerprint, so a changed prompt, model or decoding setting never reuses old rec
 - `FullPassages`      Full: all top-k passages, formatted as in D1.
 - `ChainOfThought`    CoT: Table 13's prompt; its whole output is the evidence (D46).
 - `RationalExtractor` Table 14's prompt, generation stopped at `</extract>`, the evidence read with
-                      repro.tags (D9): EviOmni's trained extractor, the released checkpoints, or an untrained
+                      repro.formulas.tags (D9): EviOmni's trained extractor, the released checkpoints, or an untrained
                       model prompted the same way ("prompted extraction").
 
 The later baselines (SeleCtx, LLMLingua-2, RECOMP, FilCo, SEER) are further subclasses (repro.baselines).
@@ -22,8 +22,7 @@ import abc
 import dataclasses
 from collections.abc import Sequence
 
-from repro.generation import GenerationParams, Generator
-from repro.prompts import (
+from repro.formulas.prompts import (
     COT_TEMPLATE,
     EVIDENCE_EXTRACTION_TEMPLATE,
     EVIDENCE_STOP,
@@ -32,7 +31,8 @@ from repro.prompts import (
     evidence_extraction_prompt,
     passages_document,
 )
-from repro.tags import extract_evidence
+from repro.formulas.tags import extract_evidence
+from repro.generation import GenerationParams, Generator
 
 
 @dataclasses.dataclass(frozen=True)

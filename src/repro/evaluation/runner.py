@@ -16,9 +16,9 @@ from repro.data.answers import answer_in_passages
 from repro.evaluation.answering import Answerer, read_prediction
 from repro.evaluation.records import RecordFile, process_resumably
 from repro.evaluation.refiners import Refinement, Refiner
+from repro.formulas.metrics import compression_ratio, exact_match, f1, text_length
+from repro.formulas.prompts import passages_document
 from repro.io import fingerprint
-from repro.metrics import compression_ratio, exact_match, f1, text_length
-from repro.prompts import passages_document
 
 
 def lengths(text: str, tokenizer) -> tuple[int, int]:

@@ -2,7 +2,7 @@
 
     summary = summarize_files(files)          # one row per (dataset, method): n, EM, F1, CR (both aggregates)
     table = table2(summary, paper=...)        # Table 2's layout: (dataset, metric) rows, one column per method
-    tests = compare_methods(files, pairs)     # paired tests per dataset on the same items (repro.stats)
+    tests = compare_methods(files, pairs)     # paired tests per dataset on the same items (repro.reporting.stats)
 
 EM and F1 are reported ×100 like the paper. CR is reported two ways (D14): the mean of per-item ratios
 ("CR", the paper's column) and the ratio of summed lengths ("CR (ratio of sums)"); Zero has none. For the methods
@@ -20,10 +20,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from repro import stats
-from repro.registry import METHODS
 from repro.evaluation.records import read_records
-from repro.metrics import corpus_compression_ratio
+from repro.formulas.metrics import corpus_compression_ratio
+from repro.registry import METHODS
+from repro.reporting import stats
 
 METRICS = ("EM", "F1", "CR", "CR (ratio of sums)")
 SUMMARY_COLUMNS = ("dataset", "method", "group", "n", *METRICS, "empty evidence", "untagged evidence",
@@ -81,7 +81,7 @@ def summarize_files(files: pd.DataFrame, where: str | None = None) -> pd.DataFra
 def table2(summary: pd.DataFrame, labels: dict[str, str] | None = None, paper: pd.DataFrame | None = None,
            source: str = "this run") -> pd.DataFrame:
     """Table 2's layout: rows (source, dataset, metric), one column per method in run order. `labels` renames
-    datasets (name → table label); `paper` (rows of repro.paper.load_paper_tables(2) for one model size)
+    datasets (name → table label); `paper` (rows of repro.reporting.paper.load_paper_tables(2) for one model size)
     adds the paper's rows below, for the methods that are columns here."""
     methods = list(dict.fromkeys(summary["method"]))
     long = summary.melt(id_vars=["dataset", "method"], value_vars=list(METRICS), var_name="metric")
@@ -126,11 +126,11 @@ def reference_pairs(methods: Sequence[str], reference: str = "eviomni") -> list[
 
 def compare_methods(files: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = None, where: str | None = None,
                     n_resamples: int = 10_000, seed: int = 0) -> pd.DataFrame:
-    """Paired tests of method a against method b on the same questions of each dataset (`repro.stats.compare_per_item`):
-    approximate randomization on EM, F1 and (when both give evidence) the per-item CR, exact McNemar on EM with its
-    exact 95% interval of the difference, a paired bootstrap with its 95% interval (BCa) on F1 and CR; `pairs` defaults
-    to every later method against every earlier one. EM and F1 effects are in points, CR's in its own unit (×).
-    `p_holm` is Holm-corrected across all rows of the returned table."""
+    """Paired tests of method a against method b on the same questions of each dataset
+    (`repro.reporting.stats.compare_per_item`): approximate randomization on EM, F1 and (when both give evidence) the
+    per-item CR, exact McNemar on EM with its exact 95% interval of the difference, a paired bootstrap with its 95%
+    interval (BCa) on F1 and CR; `pairs` defaults to every later method against every earlier one. EM and F1 effects are
+    in points, CR's in its own unit (×). `p_holm` is Holm-corrected across all rows of the returned table."""
     results = []
     for dataset, group in files.groupby("dataset", sort=False):
         paths = dict(zip(group["method"], group["path"]))
@@ -154,8 +154,8 @@ def questions_needed(files: pd.DataFrame, pairs: Sequence[tuple[str, str]], diff
                      alpha: float = 0.05, power: float = 0.8) -> pd.DataFrame:
     """For each dataset and pair (a, b): the questions scored, the share whose EM differs between a and b (the
     discordant rate ψ), and the questions an exact-McNemar comparison needs to detect an EM difference of `difference`
-    (a fraction) at `alpha` with `power` at that ψ (`repro.stats.mcnemar_sample_size`). A ψ below `difference` cannot
-    hold such a difference; it is raised to `difference`, the least discordance that can, and flagged."""
+    (a fraction) at `alpha` with `power` at that ψ (`repro.reporting.stats.mcnemar_sample_size`). A ψ below `difference`
+    cannot hold such a difference; it is raised to `difference`, the least discordance that can, and flagged."""
     rows = []
     for dataset, group in files.groupby("dataset", sort=False):
         paths = dict(zip(group["method"], group["path"]))

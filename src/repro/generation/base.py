@@ -4,7 +4,7 @@ A prompt is either a plain string (tokenised as is) or a list of chat messages `
 gets the model's chat template with `add_generation_prompt=True`. `Generator.generate` returns completions
 only (never the prompt), flattened prompt-major: with `n` samples per prompt, completion `j` of prompt `i`
 is at index `i * n + j`. Each completion is cut at the first stop string, which is excluded unless
-`include_stop=True` (EviOmni's extractor stops at `</extract>`; the tag readers in `repro.tags` accept both).
+`include_stop=True` (EviOmni's extractor stops at `</extract>`; the tag readers in `repro.formulas.tags` accept both).
 """
 
 from __future__ import annotations

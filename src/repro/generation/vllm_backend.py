@@ -8,7 +8,7 @@ beside any other such engine.
 
 `data_parallel` starts that engine as replicas instead, one per worker process pinned to its GPUs
 (`EngineReplicas`); each call's prompts are cut into contiguous slices, one per replica, and the completions come
-back in input order (`repro.sharding`).
+back in input order (`repro.generation.sharding`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import traceback
 import weakref
 from multiprocessing.connection import Connection
 
-from repro import sharding
+from repro.generation import sharding
 from repro.generation.base import GenerationParams, Generator, Prompt
 from repro.generation.prompting import encode
 

@@ -2,8 +2,9 @@
 
 The index is built by streaming the corpus in blocks of `encode_block` passages (encode, then add), so
 memory holds the index and one block of embeddings, never all embeddings; an index type that needs
-training (IVF) is trained on the first block. Passages are encoded on every visible GPU (`encoders.all_devices`),
-queries on one.
+training (IVF) is trained on the first block. `build_index` returns it on the CPU, for the caller to save before
+`use_index` moves it to the GPUs (a GPU that cannot search then loses no encoding). Passages are encoded on every
+visible GPU (`encoders.all_devices`), queries on one.
 """
 
 from __future__ import annotations
@@ -58,11 +59,10 @@ class DenseRetriever:
                 if not index.is_trained:
                     index.train(vectors)
             index.add(vectors)
-        self.use_index(index)
         return index
 
     def use_index(self, index: faiss.Index) -> None:
-        self.index = faiss_index.to_gpus(index)
+        self.index = faiss_index.to_gpus(index, self.cfg.gpu_fp16)
         faiss_index.set_search_parameters(self.index, self.cfg.search_params)
 
     def search(self, queries: list[str], k: int, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:

@@ -3,7 +3,8 @@
 The index is described by a FAISS `index_factory` string: "Flat" (exact inner product, the default and
 what the paper's DPR/E5 indexes are), "IVF4096,Flat" or "HNSW32" (approximate), or any other factory
 string. Search-time knobs (nprobe, efSearch) go through FAISS's ParameterSpace. When faiss-gpu and GPUs
-are present the index is copied to all of them, sharded, as Search-R1's retrieval server does.
+are present the index is copied to all of them, sharded, as Search-R1's retrieval server does: in fp32 (exact) unless
+the retriever asks for fp16 (`gpu_fp16`, Search-R1's setting for its E5 index).
 """
 
 from __future__ import annotations
@@ -35,8 +36,9 @@ def _on_gpu(index: faiss.Index) -> bool:
     return hasattr(faiss, "GpuIndex") and isinstance(index, (faiss.GpuIndex, faiss.IndexShards))
 
 
-def to_gpus(index: faiss.Index, fp16: bool = True) -> faiss.Index:
-    """The index sharded over all GPUs if faiss-gpu sees any, else the index unchanged."""
+def to_gpus(index: faiss.Index, fp16: bool = False) -> faiss.Index:
+    """The index sharded over all GPUs if faiss-gpu sees any (its codes in fp16 with `fp16`), else the index
+    unchanged."""
     if gpu_count() == 0:
         return index
     options = faiss.GpuMultipleClonerOptions()

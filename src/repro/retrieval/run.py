@@ -96,9 +96,10 @@ class RetrievalSession:
             retriever.use_index(load_index(directory / FAISS_FILE))
             return retriever
         index = retriever.build_index(self.store, self.progress)
-        with atomic_dir(directory) as tmp:
+        with atomic_dir(directory) as tmp:  # saved before it moves to the GPUs
             save_index(index, tmp / FAISS_FILE)
             write_json(tmp / "manifest.json", self.key(name))
+        retriever.use_index(index)
         return retriever
 
     def retrieve(self, name: str, rows: list[dict], k: int, batch: int = 256) -> list[dict]:

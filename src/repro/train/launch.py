@@ -1,10 +1,10 @@
 """Worker processes that `accelerate launch` starts for a training run, which the process that asks for it waits for:
-the LoRA SFT and DPO runs of their own stages always (repro.train.sft.train_lora), GRPO when `train.accelerate_config`
-is set (repro.train.run). With several GPUs visible to one plain process, transformers' Trainer would wrap the model in
-`nn.DataParallel`, which TRL's trainers refuse.
+the LoRA SFT and DPO runs of their own stages always (repro.train.lora.runner.train_lora), GRPO when
+`train.accelerate_config` is set (repro.train.grpo.run). With several GPUs visible to one plain process, transformers'
+Trainer would wrap the model in `nn.DataParallel`, which TRL's trainers refuse.
 
     with launch_dir(cfg) as tmp:                   # tmp/params.yaml: the profile, exactly as the caller holds it
-        launch(cfg.qa_generator.accelerate_config, "repro.train.lora_worker", ["--params", str(tmp / PARAMS), ...],
+        launch(cfg.qa_generator.accelerate_config, "repro.train.lora.worker", ["--params", str(tmp / PARAMS), ...],
                key="params.yaml: profiles.tiny.qa_generator.accelerate_config")
 
 The launcher's file (configs/accelerate/*.yaml) sets the process count and the distribution: DDP or DeepSpeed on GPUs,
@@ -28,8 +28,8 @@ from pathlib import Path
 import torch
 import yaml
 
-from repro import launchers
 from repro.config import Profile
+from repro.config import launchers
 
 PARAMS = "params.yaml"  # the profile's file inside a launch directory
 
@@ -51,8 +51,8 @@ def launch_dir(cfg: Profile) -> Iterator[Path]:
 
 
 def launcher_processes(accelerate_config: str | Path, key: str) -> int:
-    """The number of worker processes the launcher starts (repro.launchers), or an error naming `key`, the params.yaml
-    key that gave the file (a path from the repository root, the working directory of every stage)."""
+    """The number of worker processes the launcher starts (repro.config.launchers), or an error naming `key`, the
+    params.yaml key that gave the file (a path from the repository root, the working directory of every stage)."""
     if not Path(accelerate_config).is_file():
         raise FileNotFoundError(f"{key}: {accelerate_config} does not exist (a path from the repository root, e.g. "
                                 f"configs/accelerate/cpu-1proc.yaml)")
