@@ -156,7 +156,7 @@ def test_smollm2_through_the_pool_equals_transformers_and_release_ends_its_one_e
 
     before = child_processes()
     options = dict(max_model_len=512, enforce_eager=True, max_lora_rank=8, kv_cache_memory_bytes=KV_CACHE_BYTES)
-    with ModelPool("vllm", "float32", progress=False, options=options) as pool:
+    with ModelPool("vllm", "float32", progress=False, options=options, adapters_on=[str(smollm2_dir)]) as pool:
         engine, engine_id = pool.get(str(smollm2_dir))
         assert child_processes() == before  # in this process, beside `ci_engine`
         assert engine.generate(prompts, params) == reference
@@ -180,7 +180,7 @@ def test_two_replicas_in_two_processes_answer_like_one_engine_in_input_order(ci_
                    data_parallel=2)
     greedy = GenerationParams(max_new_tokens=16)
     sampled = GenerationParams(max_new_tokens=12, do_sample=True, temperature=1.0, n=3, seed=7)
-    with ModelPool("vllm", "float32", progress=False, options=options) as pool:
+    with ModelPool("vllm", "float32", progress=False, options=options, adapters_on=[str(tiny_llama_dir)]) as pool:
         replicas, _ = pool.get(str(tiny_llama_dir))
         assert isinstance(replicas.llm, EngineReplicas) and replicas.llm.devices == [None, None]
         started = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]

@@ -51,6 +51,7 @@ class Method:
     model_field: str | None = None  # the field of `settings` that names a compressor's model
     tagged: bool = False  # a rational extractor: evidence read from `<extract>`, else the untagged output (D9)
     stages: tuple[str, ...] = ()  # the dvc.yaml stages whose outputs its refiner reads (its weights, its adapter)
+    adapter: bool = False  # its refiner serves a LoRA adapter on models.extractor: that engine reserves LoRA slots
     # the prompt over the passages that bounds its engines' contexts (repro.ops.preflight): "table14" for a refinement
     # template an engine decodes (Table 14's is the longest), "passages_qa" for Table 11 over the passages or a
     # compression of them; None: no passages
@@ -81,9 +82,9 @@ METHODS: dict[str, Method] = {m.key: m for m in [
            "llm_own_engine", "models.released_extractor", tagged=True, stages=("released_extractor",),
            prompt="table14"),
     Method("filco", "FilCo", "VAR", "FilCo", "repro.baselines.filco:build", "llm", "filco", stages=("filco_train",),
-           prompt="table14"),
+           adapter=True, prompt="table14"),
     Method("seer", "SEER", "VAR", "SEER", "repro.baselines.seer:build", "llm", "seer", stages=("seer_train",),
-           prompt="table14"),
+           adapter=True, prompt="table14"),
 ]}
 
 

@@ -12,6 +12,7 @@ in params.yaml it replaces `eviomni` in every study, D132).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Sequence
 
 from repro.assets import resolve
 from repro.config import Profile
@@ -68,6 +69,15 @@ def prompted_refiner(key: str, cfg: Profile, pool: ModelPool, params: Generation
     """CoT (Table 13) or a rational extractor (Table 14) on the model `extractor_model` names for `key`."""
     generator, model_id = pool.get(extractor_model(key, cfg))
     return (RationalExtractor if METHODS[key].tagged else ChainOfThought)(generator, model_id, params)
+
+
+def adapter_models(cfg: Profile, methods: Sequence[str], answerer: bool = True) -> frozenset[str]:
+    """The base models on which `methods` (and, with `answerer`, the QA generator) serve LoRA adapters: the engines
+    a study's pool starts with LoRA slots (`ModelPool(adapters_on=...)`)."""
+    models = {resolve(cfg.models.extractor, cfg.name)} if any(METHODS[m].adapter for m in methods) else set()
+    if answerer and cfg.evaluation is not None and cfg.evaluation.qa_adapter:
+        models.add(resolve(cfg.models.generator, cfg.name))
+    return frozenset(models)
 
 
 def build_answerer(cfg: Profile, pool: ModelPool) -> Answerer:

@@ -21,7 +21,7 @@ from repro.data import layout
 from repro.data.answers import answer_in_passages
 from repro.data.qa import read_contexts
 from repro.data.splits import sample_rows
-from repro.evaluation.methods import build_answerer, build_refiner
+from repro.evaluation.methods import adapter_models, build_answerer, build_refiner
 from repro.evaluation.refiners import Refiner
 from repro.evaluation.runner import evaluate
 from repro.generation import GenerationParams
@@ -52,7 +52,8 @@ class Study:
 
     def __init__(self, cfg: Profile, ev: EvaluationConfig):
         self.cfg, self.ev = cfg, ev
-        self.pool = ModelPool(ev.backend, cfg.models.inference, progress=False, options=ev.options)
+        self.pool = ModelPool(ev.backend, cfg.models.inference, progress=False, options=ev.options,
+                              adapters_on=adapter_models(cfg, ev.methods))
         self.answerer = build_answerer(cfg, self.pool)
         self.tokenizer = length_tokenizer(cfg)
         self.params = GenerationParams(max_new_tokens=ev.evidence_max_new_tokens, batch_size=ev.batch_size)

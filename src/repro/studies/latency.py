@@ -3,7 +3,8 @@
 The paper times extraction only, on one A800 with batch size 64 and 768 max new tokens. Here a refiner is
 built once (model load excluded), warmed up on `warmup_batches` batches of the same shape, then the whole
 query set is refined in batches of `batch_size`, `repetitions` times; seconds per query is the median
-repetition's wall time over the number of queries (D49). Decoding is greedy, so every repetition yields the same
+repetition's wall time over the number of queries (D49). A method with an adapter (FilCo, SEER) is timed as a model:
+on vLLM its adapter is merged into a plain copy first, so no LoRA kernel runs (D213). Decoding is greedy, so every repetition yields the same
 evidence, whose length (extractor tokens) is reported as mean and std like the paper's §4.5, beside the length
 of the raw generated text (what the decoder actually spent its steps on).
 """
@@ -19,6 +20,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from repro.config import Profile
+from repro.data import layout
 from repro.evaluation.methods import build_refiner
 from repro.evaluation.refiners import Refinement, Refiner
 from repro.formulas.metrics import text_length
@@ -72,7 +74,8 @@ def run_latency(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     params = GenerationParams(max_new_tokens=lat.max_new_tokens, batch_size=lat.batch_size)
     tokenizer = length_tokenizer(cfg)
     results = []
-    with ModelPool(lat.backend, cfg.models.inference, progress=False, options=lat.options) as pool:
+    with ModelPool(lat.backend, cfg.models.inference, progress=False, options=lat.options,
+                   merge_root=layout.profile_dir(cfg.name)) as pool:  # FilCo, SEER: their adapters merged (D213)
         for key in lat.methods:
             refiner = build_refiner(key, cfg, pool, params)
             for dataset in lat.datasets:

@@ -163,7 +163,7 @@ def run_recall(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     tokenizer = load_tokenizer(student)
     options = {"dtype": cfg.models.dtype, **ev.options}
     sets, files = recall_sets(cfg), []
-    with ModelPool(ev.backend, cfg.models.dtype, progress=False, options=ev.options) as pool:
+    with ModelPool(ev.backend, cfg.models.dtype, progress=False, options=ev.options, adapters_on=[student]) as pool:
         for variant in VARIANTS:
             adapter = str(adapter_dir(cfg.name, variant))
             if not (adapter_dir(cfg.name, variant) / "adapter_model.safetensors").exists():

@@ -140,10 +140,9 @@ def make_record(row: dict, outputs: list[str], correct_if: str) -> dict:
 
 def teacher_pool(teacher: ArTeacherConfig) -> ModelPool:
     """Where the teacher's model lives while it answers: closing the pool ends a vLLM engine before the study's
-    LoRA runs start (D94, D140); a teacher takes no adapter, so its engine has no LoRA slots. The openai backend's
-    pool holds a client of the served model."""
-    no_lora = {"enable_lora": False} if teacher.backend == "vllm" else {}
-    return ModelPool(teacher.backend, progress=False, options={**no_lora, **teacher.options})
+    LoRA runs start (D94, D140); a teacher takes no adapter, so its engine has no LoRA slots (`adapters_on`). The
+    openai backend's pool holds a client of the served model."""
+    return ModelPool(teacher.backend, progress=False, options=teacher.options)
 
 
 class Teacher:

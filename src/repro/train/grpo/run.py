@@ -40,6 +40,7 @@ from repro.assets import resolve
 from repro.config import Profile, RewardsConfig, TrainConfig
 from repro.data import layout
 from repro.generation import attention  # noqa: F401  (registers sdpa_grouped_decode)
+from repro.generation.adapters import merged_model
 from repro.io import fingerprint, write_json
 from repro.nli import NLIScorer
 from repro.registry import REWARD_DESIGNS
@@ -51,7 +52,7 @@ from repro.train.grpo.rollout_reward import DesignReward
 from repro.train.grpo.trainer import EviOmniTrainer
 from repro.train.grpo.warmup import starting_policy
 from repro.train.launch import PARAMS, launch, launch_dir
-from repro.train.speedups.lora_policy import merged_model, peft_config
+from repro.train.speedups.lora_policy import peft_config
 
 RUN_STATE_FILES = {"optimizer.pt", "scheduler.pt", "scaler.pt", TRAINER_STATE, "training_args.bin"}
 ADAPTER_FILES = {"adapter_config.json", "adapter_model.safetensors", "README.md"}  # what peft saves of a LoRA policy

@@ -49,11 +49,11 @@ from repro.data.splits import sample_rows
 from repro.formulas import tags
 from repro.formulas.prompts import render_chat
 from repro.generation import GenerationParams, make_generator
+from repro.generation.adapters import merge_adapter
 from repro.generation.prompting import load_tokenizer
-from repro.io import atomic_dir, fingerprint, model_fingerprint
+from repro.io import fingerprint, model_fingerprint
 from repro.train.grpo.data import extraction_prompt
 from repro.train.lora.runner import fit_lora_sft, fitting_examples, sft_args
-from repro.train.speedups.lora_policy import merged_model
 
 
 ANSWER_WORDS = (1, 3)  # the span answer's length in words, drawn uniformly (capped by the sentence)
@@ -145,14 +145,6 @@ def warmup_examples(rows: list[dict], max_questions: int, seed: int, targets: Wa
         by_id = {row["id"]: format_only_target(row, seed, answer) for row, answer in zip(kept, written)}
     return [{"prompt": prompt, "completion": [{"role": "assistant", "content": by_id[row["id"]]}]}
             for row, prompt in zip(kept, prompts)]
-
-
-def merge_adapter(base: str, adapter: Path, out: Path, dtype: str) -> None:
-    """Merge a LoRA adapter into its base model and save model (safetensors) and tokenizer to `out`, atomically."""
-    merged = merged_model(base, adapter, dtype)
-    with atomic_dir(out) as tmp:
-        merged.save_pretrained(tmp, safe_serialization=True)
-        load_tokenizer(base).save_pretrained(tmp)
 
 
 def warm_up_policy(cfg: Profile, rows: list[dict], root: Path, progress: bool = True) -> Path:

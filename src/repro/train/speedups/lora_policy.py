@@ -1,4 +1,5 @@
-"""A LoRA policy for GRPO (`train.lora`, D144): TRL's `peft_config`, and generation with the adapter merged.
+"""A LoRA policy for GRPO (`train.lora`, D144): TRL's `peft_config`, and generation with the adapter merged (a merged
+copy saved to disk is `repro.generation.adapters`).
 
 TRL trains the adapter and, with a `peft_config`, keeps no reference model: the reference log-probabilities are the
 policy's with the adapter disabled, i.e. the starting policy's. Generation through transformers would run every
@@ -12,12 +13,10 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from pathlib import Path
 
 import torch
 from peft import LoraConfig, PeftModel
 from peft.tuners.lora import LoraLayer
-from transformers import AutoModelForCausalLM
 
 from repro.config import PolicyLoRAConfig
 
@@ -28,13 +27,6 @@ def peft_config(lora: PolicyLoRAConfig | None) -> LoraConfig | None:
         return None
     return LoraConfig(r=lora.rank, lora_alpha=lora.alpha, target_modules=list(lora.target_modules), lora_dropout=0.0,
                       task_type="CAUSAL_LM")
-
-
-def merged_model(base: str, adapter: Path, dtype: str | None):
-    """The LoRA adapter saved in `adapter` merged into its base model (loaded in `dtype`, safetensors only): a plain
-    transformers model, as the warm-up's policy and an exported LoRA checkpoint are saved."""
-    model = AutoModelForCausalLM.from_pretrained(base, dtype=dtype, use_safetensors=True)
-    return PeftModel.from_pretrained(model, adapter).merge_and_unload()
 
 
 @contextlib.contextmanager
