@@ -88,7 +88,6 @@ METHODS: dict[str, Method] = {m.key: m for m in [
 ]}
 
 
-
 def settings_of(profile, method: Method):
     """The value at the method's `settings` path of a profile, attribute by attribute; None where a section on the
     way is null (and for a method that reads no settings)."""
