@@ -9,7 +9,8 @@ with_adapter`). Only the engines of the base models named in `adapters_on` reser
 layer of such an engine runs through vLLM's LoRA wrapper and extra CUDA graphs are captured for it; the others serve
 their weights as they are. With `merge_root`, an adapter is instead merged into a plain copy of its base model (in a
 scratch directory under `merge_root`, removed when the pool closes) and served by an engine of its own, without LoRA
-kernels: Table 4 times models, not adapters (D213). `options` (memory share, `max_model_len`, tensor parallel size, `enforce_eager`, ...) come from
+kernels: Table 4 times models, not adapters (D213). `options` (memory share, `max_model_len`, tensor parallel size,
+`enforce_eager`, ...) come from
 the profile, for every model or (`get(..., options=)`) for one. With `data_parallel` ("auto": one replica per
 `tensor_parallel_size` visible GPUs) that engine is a set of replicas in worker processes, each answering a
 contiguous slice of every call's prompts; its adapters are still LoRA requests, sent to every replica. The `openai`

@@ -33,8 +33,7 @@ from pathlib import Path
 import yaml
 
 from repro.assets import EMBEDDED_PREFIX, AssetError, fetched_dir, is_hub_id, references, resolve
-from repro.config import Profile, load_profile, walk
-from repro.config import launchers
+from repro.config import Profile, launchers, load_profile, walk
 from repro.generation import sharding
 from repro.io import pipeline_stages
 from repro.registry import METHODS, STAGES

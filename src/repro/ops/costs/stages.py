@@ -7,8 +7,7 @@ import dataclasses
 import math
 from collections.abc import Sequence
 from repro.assets import is_hub_id
-from repro.config import EvaluationConfig, LoRASFTConfig, Profile, is_main_design_run, is_main_run
-from repro.config import launchers
+from repro.config import EvaluationConfig, LoRASFTConfig, Profile, is_main_design_run, is_main_run, launchers
 from repro.io import pipeline_stages
 from repro.ops import remote
 from repro.ops.costs.model import (ANSWER_TOKENS, Assumptions, DEFAULT_SHARE, GB, GZIP_RATIO, INSTRUCTION_TOKENS,
@@ -19,8 +18,6 @@ from repro.ops.costs.model import (ANSWER_TOKENS, Assumptions, DEFAULT_SHARE, GB
                                    shape, spread, step_overhead, tensor_parallel, train_seconds, zero_stage)
 from repro.registry import METHODS, STAGES, Stage, settings_of
 
-
-# --- stages ------------------------------------------------------------------------------------------------
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,7 +93,8 @@ def data_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
         if name in r.evaluate:
             one_gpu += encode_seconds(shape(ret.query_encoder).params, a, queries, ret.query_max_length)
             search += search_seconds(a, queries, n, encoder.hidden, gpus)
-        memory = max(memory, encoder.weights + n * encoder.hidden * 2 / gpus)  # fp16 index shard (faiss-gpu)
+        index = n * encoder.hidden * (2 if ret.gpu_fp16 else 4) / gpus  # its shard on each GPU (D210)
+        memory = max(memory, encoder.weights + index)
     disk += queries * len(r.evaluate) * r.topk * RESULT_BYTES
     wall = a.stage_start + one_gpu + passages + search
     return StageCost("data", gpus, wall, a.stage_start + one_gpu + (passages + search) * gpus, disk, memory,
