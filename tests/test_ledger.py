@@ -2,6 +2,7 @@
 tables read in the paper's names, and the ledger's files (an HTML page that needs no network)."""
 
 import json
+import re
 
 import pandas as pd
 import pytest
@@ -12,8 +13,8 @@ from repro.io import pipeline_stages
 from repro.registry import METHODS
 from repro.reporting import claims as rules
 from repro.reporting.ledger import (
-    STUDY_TESTS, STUDY_VERDICTS, ledger, ledger_html, our_comparisons, paper_name, study_verdict, verdict_counts,
-    write_ledger,
+    LATEX_SYMBOLS, MATH, RULES, STUDY_TESTS, STUDY_VERDICTS, double_struck, ledger, ledger_html, math_text,
+    our_comparisons, paper_name, readable_html, readable_markdown, study_verdict, verdict_counts, write_ledger,
 )
 from repro.reporting.paper import load_claims, load_paper_tables
 from repro.reporting.plots import save_table
@@ -34,14 +35,29 @@ def verdict(claim, *tests, cells=None):
     return rules.our_verdict(claim, pd.DataFrame(list(tests), columns=rules.COMPARISON_COLUMNS), cells)
 
 
-def test_a_sign_claim_is_supported_only_when_every_other_method_is_beaten_after_holm():
-    # Holm over two tests: 0.01 · 2 = 0.02 and 0.02 · 1 = 0.02, both below 0.05
-    both = verdict(SIGN, paired("EviOmni", "FilCo", 8, 0.01), paired("EviOmni", "CoT", 6, 0.02))
-    assert both["our_verdict"] == "supported"
-    # 0.03 · 2 = 0.06: not significant after Holm, so one comparison is open
-    out = verdict(SIGN, paired("EviOmni", "FilCo", 8, 0.03), paired("EviOmni", "CoT", 6, 0.03, n=40))
-    assert out["our_verdict"] == "inconclusive at n = 40" and out["our_tests"] == 2
-    assert "Holm p = 0.06" in out["our_detail"]
+def test_a_sign_claim_is_supported_when_every_other_method_is_beaten_each_at_alpha():
+    # intersection-union: each test at 0.05, the claim's p the largest (Holm would have made 0.03 · 2 = 0.06)
+    both = verdict(SIGN, paired("EviOmni", "FilCo", 8, 0.03), paired("EviOmni", "CoT", 6, 0.03, n=40))
+    assert both["our_verdict"] == "supported" and both["our_tests"] == 2
+    assert "(intersection-union): p = 0.03" in both["our_detail"]
+    one_open = verdict(SIGN, paired("EviOmni", "FilCo", 8, 0.01), paired("EviOmni", "CoT", 6, 0.2, n=40))
+    assert one_open["our_verdict"] == "inconclusive at n = 40"
+
+
+def test_against_the_claim_holm_decides_and_a_test_too_small_is_untestable():
+    # CoT − EviOmni = +4 with p = 0.03, but Holm over the claim's two tests makes it 2 · 0.03 = 0.06: no contradiction
+    out = verdict(SIGN, paired("EviOmni", "FilCo", 8, 0.04), paired("CoT", "EviOmni", 4, 0.03))
+    assert out["our_verdict"] == "inconclusive at n = 50" and "against the claim (Holm): p = 0.06" in out["our_detail"]
+    # 4 questions: even all four one way gives p = 2 · 0.5^4 = 0.125
+    tiny = verdict(SIGN, paired("EviOmni", "FilCo", 8, 0.5, n=4), paired("EviOmni", "CoT", 8, 0.5, n=4))
+    assert tiny["our_verdict"] == "untestable at n = 4"
+
+
+def test_on_our_runs_em_is_the_unit_and_f1_is_beside():
+    claim = {**SIGN, "reported_test": {**SIGN["reported_test"], "than": ["FilCo"], "metric": ["EM", "F1"]}}
+    out = verdict(claim, paired("EviOmni", "FilCo", 8, 0.001), paired("FilCo", "EviOmni", 3, 0.001, metric="F1"))
+    assert out["our_verdict"] == "supported" and out["our_tests"] == 1
+    assert "beside, not counted: EviOmni − FilCo, F1, NQ: -3" in out["our_detail"]
 
 
 def test_a_test_stored_the_other_way_round_is_turned_and_can_contradict():
@@ -132,8 +148,8 @@ def test_the_ledger_gives_every_claim_two_verdicts_and_a_page_that_needs_no_netw
     claims, rows = load_claims(), load_paper_tables()
     frame = ledger(claims, rows, our_comparisons(run), run)
     assert frame["id"].tolist() == [c["id"] for c in claims]
-    words = r"^(supported|contradicted|inconclusive at n = \d+|not tested)$"
-    assert frame["reported_verdict"].str.match(words).all() and frame["our_verdict"].str.match(words).all()
+    assert set(frame["reported_verdict"].map(rules.verdict_word)) <= set(rules.REPORTED_VERDICTS)
+    assert set(frame["our_verdict"].map(rules.verdict_word)) <= set(rules.OUR_VERDICTS)
     compact = frame.set_index("id").loc["eviomni-more-compact-than-var"]  # CR of EviOmni vs the VAR methods
     assert compact["our_tests"] == 1 and "LLMLingua-2" in compact["our_detail"]
     assert compact["our_verdict"] == "inconclusive at n = 30"  # SeleCtx, RECOMP, FilCo, SEER never ran
@@ -142,9 +158,15 @@ def test_the_ledger_gives_every_claim_two_verdicts_and_a_page_that_needs_no_netw
 
     paths = write_ledger(frame, run / "claims", "tiny")
     assert [p.name for p in paths] == ["ledger.csv", "ledger.md", "index.html"]
-    assert "show the mechanics" in paths[1].read_text() and "docs/cpu-evidence.md" in ledger_html(frame, "cpu-evidence")
+    markdown = paths[1].read_text()
+    assert "show the mechanics" in markdown and "docs/cpu-evidence.md" in ledger_html(frame, "cpu-evidence")
+    assert "𝕄 ∧ ¬ℕ" in markdown and "$" not in markdown and "traditional and agentic" in markdown
     page = paths[2].read_text()
     assert "<script" not in page and "http" not in page  # renders offline: no script, no remote resource
+    assert "`" not in page and "$" not in page  # no raw markdown or LaTeX: the intro's code, the paper's math
+    assert "𝕄 ∧ ¬ℕ" in page and "<strong>(1)</strong>" in page and "<em>i.e.</em>" in page
+    assert "<th>wins</th>" in page and "intersection-union" in page  # the counts behind each verdict, and the rules
+    assert "one unit per (model size, dataset) position" in page.lower()
     assert all(c["id"] in page for c in claims) and 'href="../main_comparison/significance.csv"' in page
     assert 'href="../../../data/tiny/predictions/main_comparison/"' in page  # the per-item records behind it
     assert pd.read_csv(paths[0])["our_verdict"].tolist() == frame["our_verdict"].tolist()
@@ -166,3 +188,21 @@ def test_a_study_that_decides_its_own_question_gives_its_verdict_or_where_it_run
 def test_the_claims_stage_depends_on_the_results_of_every_study_the_ledger_reads():
     read = {f"results/${{profile}}/{stage}" for stage in [*STUDY_TESTS, *STUDY_VERDICTS]}
     assert {d for d in pipeline_stages()["claims"]["deps"] if d.startswith("results/")} == read
+
+
+def test_the_papers_words_read_as_text_offline():
+    words = r"(3) The percentage of $\mathbb{M} \wedge \neg \mathbb{N}$ is higher, *e.g.*, **(1)** o_f and R_e^{ans}"
+    assert readable_html(words) == ("(3) The percentage of 𝕄 ∧ ¬ℕ is higher, <em>e.g.</em>, <strong>(1)</strong> "
+                                    "o<sub>f</sub> and R<sub>e</sub><sup>ans</sup>")
+    assert readable_html("`a_b` <x> & *y*") == "<code>a_b</code> &lt;x&gt; &amp; <em>y</em>"  # code untouched, escaped
+    assert readable_html("tra-\n\nditional") == "traditional"
+    assert readable_markdown(r"$\neg \mathbb{M} \wedge \mathbb{N}$ | **Right**") == r"¬𝕄 ∧ ℕ \| **Right**"
+    assert [double_struck(c) for c in "MNRX"] == ["𝕄", "ℕ", "ℝ", "𝕏"]
+    assert math_text(r"\mathbb{M} \vee \mathbb{N}") == r"𝕄 \vee ℕ"  # a command without a symbol stays as written
+
+
+def test_every_latex_command_in_the_claims_has_its_symbol():
+    commands = {c for claim in load_claims() for span in MATH.findall(claim["words"])
+                for c in re.findall(r"\\([A-Za-z]+)", span)} - {"mathbb"}
+    assert commands and commands <= set(LATEX_SYMBOLS)
+    assert all("`" not in readable_html(rule) and "**" not in readable_html(rule) for rule in RULES)

@@ -49,9 +49,9 @@ def test_every_profile_keeps_todays_readings_by_default():
         cfg = load_profile(name)
         assert (cfg.rewards.format_check, cfg.rewards.masked_answer_prompt) == ("strict", "table14"), name
         assert cfg.length_tuning is None, name
-        # issue #31's recipe (D192) switches these on `cpu-evidence` only
+        # issue #31's recipe (D192) switches these on `cpu-evidence` only, and on its placebo arm (issue #49, D237)
         recipe = (cfg.train.require_answer_in_passages, cfg.train.selection_metric is None, cfg.rewards.answer_subset)
-        if name == "cpu-evidence":
+        if name in ("cpu-evidence", "cpu-evidence-placebo"):
             assert recipe == (True, True, ("evidence",))
         else:
             assert recipe == (False, False, ("rationale", "evidence", "full")), name

@@ -5,7 +5,8 @@ A broken notebook, a stage whose outputs are not declared, or a stage that is no
 cloned and pulled, it has nothing left to run. In the clone, whose GRPO run is then deleted, Table 2's stage and the
 cases rerun on the released-checkpoint switch (D132) with a local directory standing in for the authors' checkpoint,
 without training; the Table 2 stage reuses the other methods' persisted per-item records, byte for byte, and their
-rows are unchanged; `dvc metrics diff` and `dvc plots diff` compare the two runs (D134).
+rows are unchanged; `dvc metrics diff` and `dvc plots diff` compare the two runs (D134). `dvc metrics show` prints a
+row per study within 120 columns, and a study's headline numbers in full with its file named (D241).
 """
 
 import json
@@ -22,7 +23,7 @@ import yaml
 
 from conftest import ROOT
 from repro.config import load_profile
-from repro.reporting.plots import PLOTS_TEMPLATE
+from repro.reporting.plots import FULL_METRICS_DIR, HEADLINE_KEYS, PLOTS_TEMPLATE
 
 
 def _files_of_the_repository() -> list[str]:
@@ -128,7 +129,14 @@ def _shared_through_a_remote(checkout: Path, remote: Path) -> Path:
     metrics = json.loads(_ok(["dvc", "metrics", "show", "--json"], clone).stdout)
     (files,) = [rev["data"] for rev in metrics.values()]
     assert "metrics/main_comparison.json" in files and "metrics/noise_robustness.json" in files
-    assert "EviOmni" in files["metrics/main_comparison.json"]["data"]["Average"]
+    assert files["metrics/main_comparison.json"]["data"]["of"] == "EviOmni"
+    assert all(set(f["data"]) <= set(HEADLINE_KEYS) for f in files.values()), files  # one table (D241)
+    table = _ok(["dvc", "metrics", "show"], clone).stdout.splitlines()
+    assert len(table) == 1 + len(files) and max(map(len, table)) <= 120, "\n".join(table)  # fits a terminal
+    shown = json.loads(_ok(["dvc", "metrics", "show", f"{FULL_METRICS_DIR}/main_comparison.json", "--json"],
+                           clone).stdout)
+    (full,) = [rev["data"] for rev in shown.values()]
+    assert "EviOmni" in full[f"{FULL_METRICS_DIR}/main_comparison.json"]["data"]["Average"]
     return clone
 
 
@@ -164,11 +172,14 @@ def _released_checkpoint_without_training(clone: Path) -> None:
 
     # the two runs compared: the committed one (trained extractor) and the workspace (released checkpoint)
     table2_diff = json.loads(_ok(["dvc", "metrics", "diff", "--json"], clone).stdout)["metrics/main_comparison.json"]
+    assert table2_diff["of"] == {"old": "EviOmni", "new": "EviOmni (released)"}
+    full = f"{FULL_METRICS_DIR}/main_comparison.json"  # an output, not a `metrics:`: compared when named
+    table2_diff = json.loads(_ok(["dvc", "metrics", "diff", "--targets", full, "--json"], clone).stdout)[full]
     assert table2_diff["Average.EviOmni.EM"]["new"] is None
     assert table2_diff["Average.EviOmni (released).EM"]["old"] is None
     runs = json.loads(_ok(["dvc", "exp", "show", "--json"], clone).stdout)
-    columns = [run["data"]["metrics"]["metrics/main_comparison.json"]["data"]["Average"] for run in runs]
-    assert [sorted(c for c in run if "EviOmni" in c) for run in columns] == [["EviOmni (released)"], ["EviOmni"]]
+    lines = [run["data"]["metrics"]["metrics/main_comparison.json"]["data"] for run in runs]
+    assert [line["of"] for line in lines] == ["EviOmni (released)", "EviOmni"]
     plots = json.loads(_ok(["dvc", "plots", "diff", "HEAD", "--json"], clone).stdout)["data"]
     assert set(plots) == {"figure4_training_dynamics", "figure5_noise_robustness", "figure7_length_rewards"}
     (figure5,) = plots["figure5_noise_robustness"]

@@ -10,6 +10,7 @@ import yaml
 
 from repro.config import load_profile, profile_names
 from repro.ops import preflight
+from repro.ops.cuda_archs import DeviceCode
 from repro.ops.preflight import Gpu
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -331,6 +332,7 @@ def test_every_launcher_needs_a_gpu_per_process_where_gpus_are_visible(monkeypat
     assert preflight.gpu_errors(ci, [A100] * 2) == preflight.gpu_errors(ci, []) == []  # or two CPU processes
     monkeypatch.setattr(preflight, "visible_gpus", lambda: [A100])
     monkeypatch.setattr(preflight, "gpu_device_files", lambda: True)  # a driver: the GPUs are counted
+    monkeypatch.setattr(preflight, "cuda_stack", stack)  # with the pinned CUDA stack's driver and code
     assert len(preflight.gpu_errors(ci)) == len(keys)
     deepspeed = dataclasses.replace(ci, qa_generator=dataclasses.replace(
         ci.qa_generator, accelerate_config="configs/accelerate/zero2-1gpu.yaml"))
@@ -376,6 +378,36 @@ def test_too_few_gpus_name_every_launchers_process_count_and_the_tensor_parallel
           "set num_processes there" for section in ("qa_generator", "filco", "seer", "ar_study.sft")),
         f"{root}.agentic.agent_options.tensor_parallel_size: 4 > 2 visible GPU(s)"]
     assert preflight.gpu_errors(load_profile("paper-1p5b"), [A100] * 8) == []  # weights not local: no memory check
+
+
+H200 = Gpu("NVIDIA H200", 141 * 10**9, 90)
+TORCH_2_13 = DeviceCode(frozenset({75, 80, 86, 89, 90, 100, 103, 120, 121}), frozenset())  # its libtorch_cuda.so
+VLLM_0_31 = DeviceCode(frozenset({75, 80, 86, 89, 90, 100, 120}), frozenset({80, 89, 90}))
+
+
+def stack(driver: str | None = "580.95.05", cuda: str | None = "13.0", torch_code=TORCH_2_13, vllm_code=VLLM_0_31):
+    return preflight.CudaStack("2.13.0", cuda, driver, torch_code, vllm_code)
+
+
+def test_the_pinned_stack_on_hopper_passes_and_reports_its_versions_and_each_gpus_code():
+    cfg = load_profile("paper-1p5b")
+    assert preflight.gpu_errors(cfg, [H200] * 8, stack()) == []
+    lines = preflight.stack_report([H200], stack())
+    assert lines[0].startswith("torch 2.13.0, CUDA 13.0, NVIDIA driver 580.95.05")
+    assert lines[1] == "GPU 0: NVIDIA H200, 141 GB, sm_90: code in torch yes, vLLM yes"
+
+
+def test_a_driver_below_cudas_floor_a_missing_one_and_a_build_without_the_gpus_code_fail_naming_each():
+    cfg = load_profile("paper-1p5b")
+    (old,) = preflight.gpu_errors(cfg, [H200] * 8, stack(driver="550.54.15"))
+    assert old.startswith("NVIDIA driver 550.54.15 is older than 580, the oldest that runs CUDA 13.0")
+    (missing,) = preflight.gpu_errors(cfg, [H200] * 8, stack(driver=None))
+    assert missing.startswith("no NVIDIA driver answers (nvidia-smi)") and "needs 580 or newer" in missing
+    ampere_only = DeviceCode(frozenset({70, 80}), frozenset())  # faiss-gpu-cu12 1.13.2's code (D214)
+    errors = preflight.gpu_errors(cfg, [H200] * 8, stack(torch_code=ampere_only))
+    assert errors[0] == ("GPU 0 (NVIDIA H200, sm_90): the installed torch has no code for it "
+                         "(SASS sm_70 sm_80; PTX none)")
+    assert len(errors) == 8 and preflight.gpu_errors(cfg, [A100] * 8, stack(torch_code=ampere_only)) == []
 
 
 def test_an_engines_replicas_need_their_tensor_parallel_gpus_each():
@@ -490,3 +522,18 @@ def test_the_preflight_runs_every_check_the_runbook_lists(monkeypatch):
         assert words in runbook, f"docs/gpu.md's preflight paragraph no longer says {words!r}"
         monkeypatch.setattr(preflight, name, lambda *args, name=name, **kwargs: [name])
     assert preflight.check(load_profile("paper-1p5b"), "train_eviomni") == list(listed)
+
+
+def test_dvc_exp_run_set_param_rewrites_params_yaml_to_the_same_values(tmp_path):
+    """`dvc exp run -S profile=P` (every command of the runbook and the README) makes DVC rewrite the whole of
+    params.yaml through ruamel and OmegaConf. A flow mapping with a merge key (`{<<: *rewards, ...}`) came back with its
+    merged values in flow style, `embedded:nli-untrained-minilm` unquoted, which no YAML parser reads: every `-S`
+    failed (D218)."""
+    from dvc.utils.hydra import apply_overrides
+    from dvc.utils.serialize import load_yaml
+
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    copy = tmp_path / "params.yaml"
+    shutil.copy(ROOT / "params.yaml", copy)
+    apply_overrides(copy, ["profile=released-1p5b", "eviomni=released_extractor"])
+    assert load_yaml(copy) == {**params, "profile": "released-1p5b", "eviomni": "released_extractor"}  # as DVC reads it

@@ -4,6 +4,7 @@
 import dataclasses
 import importlib
 import inspect
+import shutil
 import typing
 from pathlib import Path
 
@@ -128,6 +129,7 @@ def test_a_stage_row_names_its_metrics_plots_cost_checks_and_readers_as_they_are
     profile_fields = {f.name for f in dataclasses.fields(config.Profile)}
     for stage in registry.STAGES.values():
         assert (f"metrics/{stage.name}.json" in _dvc_paths(stage.name, "metrics")) == stage.metrics, stage.name
+        assert (f"metrics/full/{stage.name}.json" in _dvc_paths(stage.name, "outs")) == stage.metrics, stage.name
         assert [p for p in _dvc_paths(stage.name, "outs") if p.startswith("plots/")] == [
             f"plots/{plot}.csv" for plot in stage.plots], stage.name
         assert stage.switch is None or stage.switch in profile_fields, stage.name
@@ -169,3 +171,28 @@ def test_dvc_runs_the_gates_before_every_stage_that_trains(monkeypatch):
     gates = [plan.index(s.name) for s in registry.STAGES.values() if s.gate]
     trained = [plan.index(s.name) for s in registry.STAGES.values() if s.trains]
     assert gates and trained and max(gates) < min(trained), plan
+
+
+def test_the_released_checkpoints_path_trains_nothing_but_the_qa_generator(tmp_path, monkeypatch):
+    """docs/gpu.md's cheapest path to a paper number: `dvc exp run -S profile=released-1p5b -S
+    eviomni=released_extractor main_comparison distractor_setting`, as DVC plans it. The LoRA baselines' stages are in
+    the plan (Table 2's stage reads their outputs) but their sections are null: they record "not requested"."""
+    from dvc.repo import Repo
+    from dvc.repo.reproduce import collect_stages, get_active_graph, plan_repro
+
+    from repro.config import load_profile
+
+    params = (ROOT / "params.yaml").read_text().replace("\nprofile: tiny\n", "\nprofile: released-1p5b\n", 1)
+    (tmp_path / "params.yaml").write_text(params.replace("\neviomni: train/eviomni\n",
+                                                         "\neviomni: released_extractor\n", 1))
+    shutil.copy(ROOT / "dvc.yaml", tmp_path / "dvc.yaml")
+    monkeypatch.chdir(tmp_path)
+    Repo.init(str(tmp_path), no_scm=True)
+    with Repo(str(tmp_path)) as repo:
+        targets = collect_stages(repo, ["main_comparison", "distractor_setting"])
+        plan = [s.name for s in plan_repro(get_active_graph(repo.index.graph), targets)]
+    trained = {name for name in plan if registry.STAGES[name].trains}
+    assert trained == {"qa_generator", "filco_train", "seer_train"}, plan
+    cfg = load_profile("released-1p5b", tmp_path / "params.yaml")
+    assert cfg.filco is None and cfg.seer is None and "released_extractor" in plan
+    assert set(cfg.evaluation.methods) == set(cfg.distractor.methods) == {"zero", "full", "eviomni_released"}

@@ -339,22 +339,7 @@ def test_a_bin_only_sentence_transformers_repo_is_converted_in_every_module(work
     assert torch.allclose(loaded.encode(texts, convert_to_tensor=True), original.encode(texts, convert_to_tensor=True))
 
 
-def test_the_prebuilt_e5_index_is_joined_and_reused_by_the_data_stage(workdir):
-    import faiss
-    import numpy as np
-
-    from repro.data.corpus import PassageStore
-    from repro.retrieval.cache import stale_reason
-    from repro.retrieval.run import RetrievalSession
-
-    index = faiss.IndexFlatIP(8)
-    index.add(np.random.default_rng(0).random((len(PASSAGES), 8), dtype=np.float32))
-    blob = faiss.serialize_index(index).tobytes()
-    hub_file(workdir, "PeterJinGo/wiki-18-e5-index", "part_aa", blob[:100], True)
-    hub_file(workdir, "PeterJinGo/wiki-18-e5-index", "part_ab", blob[100:], True)
-    hub_file(workdir, "intfloat/e5-base-v2", "config.json", b'{"model_type": "bert"}')
-    hub_file(workdir, "intfloat/e5-base-v2", "model.safetensors", b"weights")
-    retrieval = """
+E5_RETRIEVAL = """
     retrieval:
       topk: 3
       retrievers:
@@ -363,17 +348,131 @@ def test_the_prebuilt_e5_index_is_joined_and_reused_by_the_data_stage(workdir):
       agentic: e5
       evaluate: [e5]
 """
-    text = PROFILE_YAML.replace("    fetch: {}\n", retrieval + "    fetch: {prebuilt_index: e5}\n")
+
+
+def e5_hub(workdir: Path, change=None) -> "object":
+    """The hub's e5 repo holding a real encoder (the embedded MiniLM under e5's name) and Search-R1's index of the
+    corpus encoded by it, split in two parts; `change(index)` alters the index before it is split."""
+    import faiss
+
+    from repro.assets import MINILM_WEIGHTS
+    from repro.config import RetrieverConfig
+    from repro.retrieval.dense import DenseRetriever
+
+    minilm = MINILM_WEIGHTS.locate().parent
+    for file in minilm.rglob("*"):
+        if file.is_file():
+            hub_file(workdir, "intfloat/e5-base-v2", str(file.relative_to(minilm)), file.read_bytes())
+    cfg = RetrieverConfig(method="dense", query_encoder=str(minilm), passage_prefix="passage: ")
+    retriever = DenseRetriever(cfg, str(minilm))
+    index = faiss.IndexFlatIP(384)
+    index.add(retriever.encode_passages([p["contents"] for p in PASSAGES], progress=False))
+    index = change(index) if change else index
+    blob = faiss.serialize_index(index).tobytes()
+    hub_file(workdir, "PeterJinGo/wiki-18-e5-index", "part_aa", blob[:100], True)
+    hub_file(workdir, "PeterJinGo/wiki-18-e5-index", "part_ab", blob[100:], True)
+    text = PROFILE_YAML.replace("    fetch: {}\n", E5_RETRIEVAL + "    fetch: {prebuilt_index: e5}\n")
     Path("params.yaml").write_text(text)
-    cfg = load_profile("p")
-    remote.fetch(cfg, remote.LocalHub(workdir), log=lambda _: None)
+    return load_profile("p")
+
+
+@pytest.mark.slow
+def test_the_prebuilt_e5_index_is_joined_verified_mapped_and_reused_by_the_data_stage(workdir, monkeypatch):
+    import faiss
+
+    from repro.data.corpus import PassageStore
+    from repro.retrieval.cache import stale_reason
+    from repro.retrieval.run import RetrievalSession
+
+    cfg, log = e5_hub(workdir), []
+    remote.fetch(cfg, CountingHub(workdir, log), log=log.append)
+    parts = remote.fetched_dir("PeterJinGo/wiki-18-e5-index")
+    assert not (parts / "part_aa").exists() and not (parts / "part_ab").exists()  # removed after the verified join
+    assert sorted(yaml.safe_load(LOCK.read_text())["repos"]["PeterJinGo/wiki-18-e5-index"]["files"]) == [
+        "part_aa", "part_ab"]  # their digests stay locked
+    flags_read = []
+    monkeypatch.setattr(faiss, "read_index", lambda path, flags=0, real=faiss.read_index: flags_read.append(flags)
+                        or real(path, flags))
     out = remote.import_prebuilt_index(cfg, log=lambda _: None)
+    assert flags_read == [faiss.IO_FLAG_MMAP_IFC | faiss.IO_FLAG_READ_ONLY]  # mapped, not read into memory
     assert faiss.read_index(str(out / "faiss.index")).ntotal == len(PASSAGES)
     store = PassageStore(remote.WIKI18)
     session = RetrievalSession(cfg, store, remote.sha256_file(remote.WIKI18), progress=False)
     assert stale_reason(out, session.key("e5")) is None  # the data stage takes it as built
     store.close()
     assert remote.import_prebuilt_index(cfg, log=lambda _: None) == out  # a second call keeps it
+    log.clear()
+    hashed = []
+    monkeypatch.setattr(remote, "sha256_file", lambda path, real=remote.sha256_file: hashed.append(Path(path).name)
+                        or real(path))
+    remote.fetch(cfg, CountingHub(workdir, log), log=log.append)
+    assert downloads(log) == [] and "e5_Flat.index" not in hashed and "wiki-18.jsonl" not in hashed
+    remote.E5_INDEX.write_bytes(b"damaged")  # a changed build is noticed: the parts come again and are joined
+    log.clear()
+    remote.fetch(cfg, CountingHub(workdir, log), log=log.append)
+    assert downloads(log) == ["part_aa", "part_ab"] and remote.E5_INDEX.stat().st_size > 100
+
+
+@pytest.mark.slow
+def test_a_profile_that_cuts_the_corpus_imports_the_rows_of_its_first_passages(workdir):
+    import faiss
+
+    from repro.data.corpus import PassageStore, file_fingerprint, first_passages, write_corpus
+    from repro.retrieval.cache import stale_reason
+    from repro.retrieval.prepare import corpus_path
+    from repro.retrieval.run import RetrievalSession
+
+    cfg = e5_hub(workdir)
+    Path("params.yaml").write_text(Path("params.yaml").read_text().replace(
+        "format: passages}", "format: passages, max_passages: 3}"))
+    cfg = load_profile("p")
+    remote.fetch(cfg, remote.LocalHub(workdir), log=lambda _: None)
+    out = remote.import_prebuilt_index(cfg, log=lambda _: None)
+    whole = faiss.read_index(str(remote.E5_INDEX))
+    part = faiss.read_index(str(out / "faiss.index"))
+    assert part.ntotal == 3 and (part.reconstruct_n(0, 3) == whole.reconstruct_n(0, 3)).all()
+    cut = corpus_path(cfg)  # what the data stage's build_corpus writes for max_passages (test_gpu_smoke)
+    write_corpus(cut, first_passages(remote.WIKI18, 3))
+    store = PassageStore(cut)
+    assert stale_reason(out, RetrievalSession(cfg, store, file_fingerprint(cut), progress=False).key("e5")) is None
+    store.close()
+
+
+def swap_rows(index):
+    import faiss
+
+    vectors = index.reconstruct_n(0, index.ntotal)
+    swapped = faiss.IndexFlatIP(index.d)
+    swapped.add(vectors[[1, 0, *range(2, index.ntotal)]])
+    return swapped
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("change, message", [
+    (swap_rows, r"row 0 \(cosine 0\.\d+\), row 1 \(cosine 0\.\d+\) do not encode the passage on that line"),
+    (lambda index: __import__("faiss").IndexFlatIP(index.d), r"0 vectors for 5 passages"),
+    (lambda index: __import__("faiss").IndexFlatL2(index.d), r"metric 1, not inner product"),
+    (lambda index: __import__("faiss").IndexFlatIP(768), r"768-dimensional vectors; intfloat/e5-base-v2 encodes 384"),
+])
+def test_an_index_of_another_order_size_metric_or_dimension_is_refused_naming_it(workdir, change, message):
+    cfg = e5_hub(workdir, change)
+    remote.fetch(cfg, remote.LocalHub(workdir), log=lambda _: None)
+    with pytest.raises(AssetError, match=message):
+        remote.import_prebuilt_index(cfg, log=lambda _: None)
+
+
+def test_a_join_whose_bytes_differ_from_the_parts_is_deleted_and_the_parts_kept(workdir, monkeypatch):
+    (workdir / "parts").mkdir()
+    for name, data in (("part_aa", b"first "), ("part_ab", b"second")):
+        (workdir / "parts" / name).write_bytes(data)
+    files = {name: {"size": 6, "sha256": remote.hashlib.sha256(data).hexdigest()}
+             for name, data in (("part_aa", b"first "), ("part_ab", b"second"))}
+    assert remote.join_index_parts(workdir / "parts", files) == {
+        str(remote.E5_INDEX): remote.hashlib.sha256(b"first second").hexdigest()}
+    files["part_ab"]["sha256"] = remote.hashlib.sha256(b"other!").hexdigest()
+    with pytest.raises(AssetError, match=r"e5_Flat.index: the joined file's bytes of \['part_ab'\] differ"):
+        remote.join_index_parts(workdir / "parts", files)
+    assert not remote.E5_INDEX.exists() and (workdir / "parts" / "part_ab").exists()
 
 
 def test_a_model_with_neither_safetensors_nor_a_pytorch_model_bin_is_refused(workdir):

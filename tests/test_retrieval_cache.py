@@ -1,6 +1,7 @@
 """Retrieval results and indexes are reused only for the same retriever configuration, corpus and split."""
 
 import json
+import re
 import textwrap
 
 import pytest
@@ -11,6 +12,7 @@ from repro.data import layout
 from repro.data.corpus import PassageStore, file_fingerprint, ovos_pages, page_passages, write_corpus
 from repro.data.qa import read_contexts
 from repro.data.qa import write_qa
+from repro.io import InputError
 from repro.retrieval import faiss_index
 from repro.retrieval.dense import DenseRetriever
 from repro.retrieval.run import FAISS_FILE, RetrievalSession
@@ -122,3 +124,19 @@ def test_a_dense_index_is_saved_before_it_moves_to_the_gpus(workdir, monkeypatch
     monkeypatch.chdir(workdir)
     monkeypatch.setattr(DenseRetriever, "build_index", lambda *a, **k: pytest.fail("the saved index was rebuilt"))
     assert _session().retriever("minilm").index.ntotal > 0
+
+
+
+@pytest.mark.parametrize("damage", [lambda text: text[: len(text) // 2], lambda text: "[1, 2]"],
+                         ids=["cut short", "not an object"])
+def test_a_damaged_manifest_is_refused_naming_its_file(workdir, damage):
+    results, _ = _session().retrieve_split("bm25", "toy", "test")
+    index = workdir / "data/t/index/bm25/manifest.json"
+    index.write_text(damage(index.read_text()))
+    refused = r"(:\d+)?: (invalid JSON|expected a JSON object)"
+    with pytest.raises(InputError, match=rf"^data/t/index/bm25/manifest\.json{refused}"):
+        _session().ensure_index("bm25")
+    manifest = results.with_suffix(".manifest.json")  # a result file's, beside it
+    manifest.write_text(damage(manifest.read_text()))
+    with pytest.raises(InputError, match=rf"^{re.escape(str(manifest))}{refused}"):
+        _session().retrieve_split("bm25", "toy", "test")

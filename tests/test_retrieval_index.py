@@ -87,6 +87,33 @@ def test_no_gpu_leaves_the_index_on_the_cpu(embeddings):
     assert faiss_index.gpu_count() == 0 and faiss_index.to_gpus(index) is index
 
 
+@pytest.mark.parametrize("devices", [["cpu"], ["cpu", "cpu", "cpu"]])
+def test_the_sharded_search_the_gpus_run_returns_faiss_exact_top_k(embeddings, devices, monkeypatch):
+    """The GPU path's code on CPU tensors: shards over three devices, score blocks of a few rows (tiles crossing the
+    shards' bounds) and k beyond the corpus give FAISS's rows, scores and padding."""
+    passages, queries = embeddings
+    index = faiss_index.new_index(passages.shape[1])
+    index.add(passages)
+    monkeypatch.setattr(faiss_index, "TILE_BYTES", 4 * len(queries) * 7)  # 7 rows a block
+    for k in (5, len(passages) + 3):
+        expected = faiss_index.search(index, queries, k)
+        scores, rows = faiss_index.search(faiss_index.FlatShards(index, devices), queries, k)
+        np.testing.assert_array_equal(rows, expected[1])
+        np.testing.assert_allclose(scores, expected[0], rtol=1e-5, atol=1e-6)
+
+
+def test_fp16_shards_rank_as_faiss_gpus_float16_does_and_a_mapped_index_is_searched_unread(embeddings, tmp_path):
+    passages, queries = embeddings
+    index = faiss_index.new_index(passages.shape[1])
+    index.add(passages)
+    faiss_index.save_index(index, tmp_path / "flat.index")
+    mapped = faiss_index.load_index(tmp_path / "flat.index", mmap=True)
+    scores, rows = faiss_index.search(faiss_index.FlatShards(mapped, ["cpu", "cpu"], fp16=True), queries, 5)
+    expected = faiss_index.search(index, queries, 5)
+    np.testing.assert_array_equal(rows[:, 0], expected[1][:, 0])
+    np.testing.assert_allclose(scores, expected[0], atol=2e-3)  # fp16 vectors, fp32 sums
+
+
 def test_bm25_finds_the_page_and_survives_save_and_load(tmp_path, store):
     bm25 = BM25Retriever.build(store, progress=False)
     scores, rows = bm25.search(QUERIES[:1], 3)

@@ -14,6 +14,7 @@ from repro.formulas.rewards import (
     TAU_GRID,
     AnswerRewards,
     answer_rewards,
+    answer_term,
     arena_format_reward,
     arena_reward,
     clipped_group_advantages,
@@ -27,6 +28,8 @@ from repro.formulas.rewards import (
     final_reward,
     format_reward,
     notes_marked,
+    permuted_within_groups,
+    placebo_final_rewards,
     rationale_length_reward,
     relevance_ids,
     relevance_reward,
@@ -217,6 +220,49 @@ def test_clipped_group_advantages_rejects_bad_input(kwargs):
         clipped_group_advantages(**kwargs)
 
 
+# The placebo of the answer reward (issue #49) -------------------------------------------------------------------
+
+def test_answer_term_is_lambda1_times_the_subsets_mean_and_final_reward_adds_the_rest():
+    assert answer_term((0.5, 1.0, 0.0)) == pytest.approx(0.8 * 0.5)  # mean(0.5, 1, 0) = 0.5
+    assert answer_term({"e": 0.25}, (0.6, 0.2, 0.2), ["evidence"]) == pytest.approx(0.15)
+    assert final_reward((0.5, 1.0, 0.0), (0.5, 1.0), 1.0) == answer_term((0.5, 1.0, 0.0)) + 0.1 * 0.75 + 0.1
+    with pytest.raises(ValueError, match=r"answer rewards missing for \['full'\]"):
+        answer_term({"e": 0.25}, answer_subset=["full"])
+
+
+def test_permuted_within_groups_permutes_each_group_apart_seeded_and_reproducible():
+    values = [0.0, 0.1, 0.2, 0.3, 1.0, 1.1, 1.2, 1.3]  # two groups of G = 4
+    first = permuted_within_groups(values, 4, np.random.default_rng(7))
+    again = permuted_within_groups(values, 4, np.random.default_rng(7))
+    np.testing.assert_array_equal(first, again)  # the same seed, the same permutation
+    for group, permuted in zip(np.reshape(values, (2, 4)), first.reshape(2, 4)):
+        assert sorted(permuted) == sorted(group)  # each group's multiset, nothing moved between groups
+    # the permutations are numpy's: rng.permutation(4) once per group, in group order
+    rng = np.random.default_rng(7)
+    order = [rng.permutation(4), rng.permutation(4)]
+    np.testing.assert_array_equal(first, [values[i] for i in order[0]] + [values[4 + i] for i in order[1]])
+    draws = {tuple(permuted_within_groups(values, 4, np.random.default_rng(seed))) for seed in range(20)}
+    assert len(draws) > 1  # the seed matters
+    with pytest.raises(ValueError, match="groups of 3"):
+        permuted_within_groups(values, 3, np.random.default_rng(0))
+
+
+def test_placebo_final_rewards_permute_the_answer_term_and_leave_the_other_terms():
+    answer = np.array([0.8, 0.0, 0.4, 0.0])  # λ1·R^ans of one group of G = 4
+    rest = np.array([0.2, 0.1, 0.15, 0.05])  # λ2·R^len + λ3·R^fmt
+    placebo = placebo_final_rewards(answer + rest, answer, 4, (0, 3))
+    permuted = permuted_within_groups(answer, 4, np.random.default_rng((0, 3)))
+    np.testing.assert_allclose(placebo - permuted, rest, atol=1e-15)  # each rollout keeps its other terms
+    assert sorted(permuted) == sorted(answer)  # the answer terms' multiset: the same marginal rewards
+    assert placebo.mean() == pytest.approx((answer + rest).mean())  # the group's mean, so the advantages' centre
+    np.testing.assert_array_equal(placebo, placebo_final_rewards(answer + rest, answer, 4, (0, 3)))
+    # with rewards.weights' λ1 = 0.8 and R^ans = F1(o_e): the answer terms are 0.8·F1 (hand: rollout 3 earned 0.5)
+    assert answer_term({"e": 0.5}, answer_subset=["evidence"]) == pytest.approx(answer[2])
+    with pytest.raises(ValueError, match="4 rewards but 3 answer terms"):
+        placebo_final_rewards(answer + rest, answer[:3], 4, 0)
+
+
+
 # everything together ------------------------------------------------------------------------------------
 
 def test_score_response_in_words():
@@ -384,7 +430,8 @@ def test_reward_designs_table_matches_the_config_key():
     allowed = typing.get_args(typing.get_type_hints(RewardsConfig)["design"])
     assert set(REWARD_DESIGNS) == set(allowed) and RewardsConfig().design == "eviomni"
     assert all(d.source for d in REWARD_DESIGNS.values())
-    assert [n for n, d in REWARD_DESIGNS.items() if d.masked_answers] == ["eviomni", "eviomni_eqr"]
+    assert [n for n, d in REWARD_DESIGNS.items() if d.masked_answers] == ["eviomni", "eviomni_eqr", "eviomni_placebo"]
+    assert [n for n, d in REWARD_DESIGNS.items() if d.answer_permuted] == ["eviomni_placebo"]
 
 
 def test_design_reward_dispatches_to_each_design_with_the_inputs_it_needs():

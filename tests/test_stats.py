@@ -12,10 +12,15 @@ from statsmodels.stats.multitest import multipletests
 
 from repro.reporting.stats import (
     approximate_randomization,
+    binomial_standard_error,
     compare_across_cells,
     compare_per_item,
     discordant_pairs,
+    family_wise_p,
     holm,
+    intersection_union_p,
+    mcnemar_discordance_limit,
+    mean_difference_discordance_limit,
     mcnemar_detectable_difference,
     mcnemar_exact_interval,
     mcnemar_sample_size,
@@ -339,3 +344,59 @@ def test_the_detectable_difference_inverts_connors_formula():
     assert mcnemar_detectable_difference(0.10, 312) < 0.05 < mcnemar_detectable_difference(0.10, 311)  # n = 311.6
     assert mcnemar_detectable_difference(0.10, 77) == pytest.approx(0.10, abs=2e-3)
     assert math.isnan(mcnemar_detectable_difference(0.05, 5))  # even all 5% one way would need more pairs
+
+
+def test_a_claims_p_under_intersection_union_and_under_holm_by_hand():
+    p_values = [0.01, 0.04, 0.03]
+    assert intersection_union_p(p_values) == 0.04  # "beats every": the largest, each at α, no adjustment
+    assert family_wise_p(p_values) == pytest.approx(0.03)  # "beats some": Holm's smallest, 3 · 0.01
+    assert family_wise_p([0.5, 0.4]) == 0.8 and family_wise_p([0.9, 0.8]) == 1.0  # 2 · 0.4; capped at 1
+    with pytest.raises(ValueError, match="non-empty"):
+        intersection_union_p([])
+
+
+def test_binomial_standard_error_by_hand():
+    assert binomial_standard_error(0.4, 100) == pytest.approx(math.sqrt(0.24 / 100))
+    assert binomial_standard_error(0.0, 50) == 0.0
+    with pytest.raises(ValueError, match="rate"):
+        binomial_standard_error(1.2, 10)
+
+
+def test_the_discordance_a_mcnemar_difference_needs_by_hand():
+    # 20 pairs, difference 0.3: only_a − only_b = 6; 6 discordant (all one way) give 2 · 0.5^6 = 0.031, 8 (7 vs 1) give
+    # 2 · 9/256 = 0.070: significant at a discordance of 6/20 only
+    assert mcnemar_discordance_limit(0.3, 20) == 0.3
+    # 100 pairs, difference 0.08: 8 discordant 2/256, 10 give 2 · 11/1024 = 0.021, 12 give 158/4096 = 0.039, 14 give
+    # 940/16384 = 0.057
+    assert mcnemar_discordance_limit(0.08, 100) == 0.12
+    # 20 pairs, difference 0.5: even 15 vs 5, every pair discordant, gives 2 · 21700/2^20 = 0.041
+    assert mcnemar_discordance_limit(0.5, 20) == 1.0
+    assert math.isnan(mcnemar_discordance_limit(0.01, 100))  # one pair: p = 1
+    assert math.isnan(mcnemar_discordance_limit(0.0, 100))
+    # NQ's 40.44 vs 40.02 on 3,600: 15 more one way; 51 discordant give 0.0489, 53 give 0.0534
+    assert mcnemar_discordance_limit(0.0042, 3600) == 51 / 3600
+    assert sps.binomtest(33, 51, 0.5).pvalue < 0.05 <= sps.binomtest(34, 53, 0.5).pvalue
+
+
+@given(st.integers(20, 400).flatmap(lambda n: st.tuples(st.integers(1, min(60, n)), st.just(n))))
+@settings(max_examples=60, deadline=None)
+def test_the_discordance_limit_is_where_the_exact_test_stops_rejecting(difference_and_n):
+    difference, n = difference_and_n  # only_a − only_b, at most 60 of at least 20 pairs
+    limit = mcnemar_discordance_limit(difference / n, n)
+    if math.isnan(limit):
+        assert mcnemar(np.array([[0, difference], [0, n - difference]]), exact=True).pvalue >= 0.05
+        return
+    discordant = round(limit * n)
+    assert sps.binomtest((discordant + difference) // 2, discordant, 0.5).pvalue < 0.05
+    if discordant + 2 <= n:
+        assert sps.binomtest((discordant + 2 + difference) // 2, discordant + 2, 0.5).pvalue >= 0.05
+
+
+def test_the_discordance_a_mean_difference_needs_by_hand():
+    # two sets of 100, difference 0.1: Var = d · (1/400 + 1/400), so d ≤ 0.01 / (1.96² · 0.005) = 0.5206
+    z = sps.norm.ppf(0.975)
+    assert mean_difference_discordance_limit(0.1, [100, 100]) == pytest.approx(0.01 / (z**2 * 0.005))
+    assert math.isnan(mean_difference_discordance_limit(0.01, [100, 100]))  # 0.0052, below the 0.01 it must hold
+    assert mean_difference_discordance_limit(0.5, [10_000]) == 1.0  # at any discordance
+    with pytest.raises(ValueError, match="sizes"):
+        mean_difference_discordance_limit(0.1, [])

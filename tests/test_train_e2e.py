@@ -15,7 +15,7 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
 
-from repro.config import load_profile
+from repro.config import load_profile, with_overrides
 from repro.data import layout
 from repro.data.splits import sample_rows
 from repro.formulas import prompts, rewards
@@ -24,7 +24,7 @@ from repro.studies.heldout import compare_policies, heldout_rows, score_policy
 from repro.studies.recall_check import warmup_recall_check
 from repro.train.grpo import TrainRun, fit, read_log, train_extractor
 from repro.train.grpo.data import extraction_row, extraction_rows
-from repro.train.grpo.run import build_trainer
+from repro.train.grpo.run import build_trainer, grpo_seed
 from repro.train.grpo.warmup import warm_up_policy
 
 pytestmark = pytest.mark.slow
@@ -99,6 +99,23 @@ def test_training_changes_the_policy_logs_each_step_and_resumes_after_a_kill(ci_
 
     fit(ci_cfg, run, rows[:6], rows[6:], progress=False)  # a rerun of a finished run trains nothing
     assert read_log(run.train_log).equals(log) and len(read_log(run.dev_log)) == 3
+
+
+def test_the_placebo_design_permutes_each_groups_answer_terms_before_eq7(ci_cfg, rows, tmp_path):
+    cfg = with_overrides(ci_cfg, {"rewards.design": "eviomni_placebo"})
+    trainer = build_trainer(cfg, TrainRun(tmp_path / "run"), rows[:6], rows[6:], progress=False)
+    batch = [dict(rows[0]) for _ in range(4)] + [dict(rows[1]) for _ in range(4)]  # two groups of G = 4
+    trainer.model.train()
+    out = trainer._generate_and_score_completions(batch)
+
+    final = trainer._gathered_rewards[:, 0].double().numpy()  # Eq. 5 per rollout, as the reward function returns it
+    answer = np.asarray(trainer._gathered_answer_terms)
+    assert answer.shape == (8,) and np.all((answer >= 0) & (answer <= cfg.rewards.weights[0]))
+    placebo = rewards.placebo_final_rewards(final, answer, 4, (grpo_seed(cfg, cfg.train), 0))  # GRPO's seed, step 0
+    expected = rewards.clipped_group_advantages(placebo, 4, cfg.rewards.eps_std)
+    np.testing.assert_allclose(out["advantages"].numpy(), expected, atol=1e-6)
+    assert trainer._metrics["train"]["eviomni/group_reward_std"] == [
+        pytest.approx(placebo.reshape(2, 4).std(axis=1).mean())]
 
 
 def test_a_real_batch_gets_eq7_advantages_masked_answers_and_a_completion_only_loss(ci_cfg, rows, tmp_path,

@@ -126,17 +126,41 @@ def pipeline_stages(path: str | os.PathLike = PIPELINE_FILE) -> dict[str, dict]:
     return stages
 
 
-def read_json(path: str | os.PathLike) -> Any:
-    """The JSON value of a file; invalid UTF-8 or JSON raises InputError naming file and line."""
+def read_utf8(path: str | os.PathLike) -> str:
+    """A text file's contents; invalid UTF-8 raises InputError naming file and line."""
     data = Path(path).read_bytes()
     try:
-        text = data.decode("utf-8")
+        return data.decode("utf-8")
     except UnicodeDecodeError as err:
         raise InputError(path, f"invalid UTF-8 at byte {err.start}", line=data.count(b"\n", 0, err.start) + 1) from None
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """The JSON value of a file; invalid UTF-8 or JSON raises InputError naming file and line."""
+    text = read_utf8(path)
     try:
         return json.loads(text)
     except json.JSONDecodeError as err:
         raise InputError(path, f"invalid JSON ({err.msg})", line=err.lineno) from None
+
+
+def read_json_object(path: str | os.PathLike) -> dict:
+    """`read_json` of a file that must hold a JSON object (a manifest, a configuration)."""
+    value = read_json(path)
+    if not isinstance(value, dict):
+        raise InputError(path, f"expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def read_yaml(path: str | os.PathLike) -> Any:
+    """The YAML value of a file (None when empty); invalid UTF-8 or YAML raises InputError naming file and line."""
+    text = read_utf8(path)
+    try:
+        return yaml.load(text, Loader=yaml.CSafeLoader)
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        problem = getattr(err, "problem", None) or str(err)
+        raise InputError(path, f"invalid YAML ({problem})", line=mark.line + 1 if mark else None) from None
 
 
 def enumerate_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:

@@ -134,6 +134,9 @@ class RewardDesign:
     source: str  # where the paper (or its neighbour) defines it
     eq5_terms: bool = False  # its reward holds Eq. 5's R^final: scored with answer_metric, each term logged in training
     answer_metric: str = "f1"  # R^ans's metric in Eq. 5, a key of repro.formulas.metrics.ANSWER_METRICS
+    # a placebo (issue #49): λ1·R^ans permuted within each GRPO group before the advantages
+    # (repro.formulas.rewards.placebo_final_rewards)
+    answer_permuted: bool = False
 
     @property
     def is_eq5(self) -> bool:
@@ -157,6 +160,9 @@ REWARD_DESIGNS: dict[str, RewardDesign] = {d.name: d for d in [
     RewardDesign("eviomni_eqr", "eviomni_eqr_design",
                  ("o_r", "o_e", "passages_length", "tokenizer", "question", "nli"), ("nli_model",),
                  "EviOmni Eq. 5 + EviNote-RAG's R_EQR of the evidence (digest §5.2.1)", eq5_terms=True),
+    RewardDesign("eviomni_placebo", "eviomni_design", ("o_r", "o_e", "passages_length", "tokenizer"), (),
+                 "issue #49: Eq. 5 with λ1·R^ans permuted within each GRPO group (a placebo)", eq5_terms=True,
+                 answer_permuted=True),
     RewardDesign("evinote", "evinote_design", ("question", "nli"), ("evinote_reading", "nli_model"),
                  "EviNote-RAG (seed 002) Eq. 4-5"),
     RewardDesign("eval_rar", "eval_rar_design", (), (), "Eval-RAR (seed 003) Eq. 2-5"),
@@ -201,7 +207,8 @@ class Stage:
     gate: bool = False  # can refuse the run and trains nothing: DVC runs it before every stage that trains
     claims: Claims | None = None
     verdict: Verdict | None = None
-    metrics: bool = False  # writes metrics/<name>.json, its headline numbers (dvc.yaml `metrics:`)
+    metrics: bool = False  # writes metrics/<name>.json, its headline line (dvc.yaml `metrics:`), and
+    # metrics/full/<name>.json, its headline numbers (an `outs:`, D241)
     plots: tuple[str, ...] = ()  # its figures' data, plots/<plot>.csv (dvc.yaml `outs:` and top-level `plots:`)
 
 

@@ -6,12 +6,10 @@ GPUs; the cost model reads the node's size and the checkpoints' layout from them
 from __future__ import annotations
 
 import functools
-import json
 from pathlib import Path
 
-import yaml
-
 from repro.config import Profile, walk
+from repro.io import read_json_object, read_yaml
 
 
 def launchers(cfg: Profile) -> dict[str, str]:
@@ -28,7 +26,7 @@ def _read(path: str) -> dict:
 @functools.cache
 def _parse(path: str, mtime_ns: int, size: int) -> dict:
     """A launcher file's contents, parsed once per version of the file (the cost model reads them hundreds of times)."""
-    return yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+    return read_yaml(path) or {}
 
 
 def processes(path: str) -> int:
@@ -44,7 +42,7 @@ def zero_stage(path: str | None) -> int | None:
         return None
     deepspeed = launcher.get("deepspeed_config") or {}
     if deepspeed.get("deepspeed_config_file"):
-        config = json.loads(Path(deepspeed["deepspeed_config_file"]).read_text(encoding="utf-8"))
+        config = read_json_object(deepspeed["deepspeed_config_file"])
         return int((config.get("zero_optimization") or {}).get("stage", 0))
     return int(deepspeed.get("zero_stage", 0))
 

@@ -122,6 +122,9 @@ def read_params(params_path: str | Path = PARAMS_FILE) -> dict:
         if node is not None:
             _check_unique_keys(node, str(params_path))
         params = loader.construct_document(node) if node is not None else None
+    except yaml.MarkedYAMLError as err:  # its own message names "<unicode string>", not the file
+        line = f":{err.problem_mark.line + 1}" if err.problem_mark else ""
+        raise ConfigError(f"{params_path}{line}: invalid YAML ({err.problem})") from None
     finally:
         loader.dispose()
     _check_finite(params, str(params_path))

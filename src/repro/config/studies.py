@@ -190,7 +190,9 @@ class EvidenceConfig:
     passes when the F1 contrast is at least `gate_min_contrast` and its 95% interval excludes 0 (decided before the
     run). Then, if it passed (repro.studies.evidence_seeds): one GRPO run of the profile's `train` recipe per GRPO seed
     of `seeds` (`train.seed`), from the one warm-up, each scored against the starting policy on `heldout_questions`
-    answerable held-out dev questions (repro.studies.heldout)."""
+    answerable held-out dev questions (repro.studies.heldout). With `recipe_profile` the profile is a control arm
+    (issue #49's placebo, repro.studies.evidence_placebo): its seeds are paired with that profile's, whose start
+    scores it reuses."""
 
     gate_questions: int = dataclasses.field(
         default=64, metadata={"help": "answerable training questions of the gate (issue #31, D191)"})
@@ -202,6 +204,10 @@ class EvidenceConfig:
         default=200, metadata={"help": "held-out answerable questions every policy is scored on"})
     max_steps: int | None = dataclasses.field(
         default=None, metadata={"help": "GRPO steps per seed (None: train.max_steps)"})
+    recipe_profile: str | None = dataclasses.field(
+        default=None, metadata={"help": "a control arm's recipe (issue #49's placebo): the profile whose "
+                                        "evidence_seeds run, in this clone, is paired seed by seed with this one's; "
+                                        "None: none"})
 
     def __post_init__(self):
         if self.gate_questions < 2 or not 0 < self.gate_min_contrast <= 1:
@@ -322,8 +328,16 @@ class ReleasedCheckConfig:
         default=None, metadata={"help": "refuse a CR outside [paper / f, paper x f] (null: report only)"})
     paper_sizes: dict[str, typing.Literal["1.5B", "7B"]] = dataclasses.field(
         default_factory=dict, metadata={"help": "checkpoint reference -> the Table 2 size whose EviOmni CR it meets"})
+    stop: list[str] = dataclasses.field(
+        default_factory=lambda: ["</extract>"],
+        metadata={"help": "where the released checkpoints' generation stops, in the check and in every study (their "
+                          "prompt and decoding are unpublished: D216)"})
+    max_new_tokens: int | None = dataclasses.field(
+        default=None, metadata={"help": "their evidence budget (null: evaluation.evidence_max_new_tokens)"})
 
     def __post_init__(self):
+        if not self.stop or not all(self.stop) or (self.max_new_tokens is not None and self.max_new_tokens < 1):
+            raise ConfigError("released_check: stop needs non-empty strings and max_new_tokens >= 1 (or null)")
         if self.questions < 1 or self.min_format_rate is not None and not 0 < self.min_format_rate <= 1 \
                 or self.cr_factor is not None and self.cr_factor <= 1:
             raise ConfigError("released_check: need questions >= 1, 0 < min_format_rate <= 1 and cr_factor > 1 "

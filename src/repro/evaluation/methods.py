@@ -11,6 +11,7 @@ in params.yaml it replaces `eviomni` in every study, D132).
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 from collections.abc import Sequence
 
@@ -66,9 +67,23 @@ def full_passages(key: str, cfg: Profile, pool: ModelPool, params: GenerationPar
 
 
 def prompted_refiner(key: str, cfg: Profile, pool: ModelPool, params: GenerationParams) -> Refiner:
-    """CoT (Table 13) or a rational extractor (Table 14) on the model `extractor_model` names for `key`."""
-    generator, model_id = pool.get(extractor_model(key, cfg))
-    return (RationalExtractor if METHODS[key].tagged else ChainOfThought)(generator, model_id, params)
+    """CoT (Table 13) or a rational extractor (Table 14) on the model `extractor_model` names for `key`; a released
+    checkpoint decodes as `released_check` says (its stop strings and budget, D216)."""
+    model = extractor_model(key, cfg)
+    generator, model_id = pool.get(model)
+    if not METHODS[key].tagged:
+        return ChainOfThought(generator, model_id, params)
+    if cfg.models.released_extractor and model == resolve(cfg.models.released_extractor, cfg.name) \
+            and cfg.released_check is not None:
+        return RationalExtractor(generator, model_id, *released_decoding(cfg, params))
+    return RationalExtractor(generator, model_id, params)
+
+
+def released_decoding(cfg: Profile, params: GenerationParams) -> tuple[GenerationParams, tuple[str, ...]]:
+    """(params, stop strings) of a released checkpoint: `released_check`'s stop and budget over `params`."""
+    check = cfg.released_check
+    budget = check.max_new_tokens or cfg.evaluation.evidence_max_new_tokens
+    return dataclasses.replace(params, max_new_tokens=budget), tuple(check.stop)
 
 
 def adapter_models(cfg: Profile, methods: Sequence[str], answerer: bool = True) -> frozenset[str]:

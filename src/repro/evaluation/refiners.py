@@ -121,8 +121,9 @@ class RationalExtractor(PromptedRefiner):
 
     name, template = "rational_extractor", EVIDENCE_EXTRACTION_TEMPLATE
 
-    def __init__(self, generator: Generator, model_id: str, params: GenerationParams):
-        super().__init__(generator, model_id, dataclasses.replace(params, stop=(EVIDENCE_STOP,), include_stop=True))
+    def __init__(self, generator: Generator, model_id: str, params: GenerationParams,
+                 stop: tuple[str, ...] = (EVIDENCE_STOP,)):
+        super().__init__(generator, model_id, dataclasses.replace(params, stop=stop, include_stop=True))
 
     def prompt(self, question: str, passages: str) -> str:
         return evidence_extraction_prompt(question, passages)

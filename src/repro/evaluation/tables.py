@@ -117,11 +117,20 @@ def _paired_scores(path_a: str, path_b: str, where: str | None) -> tuple[dict, d
     return _item_scores(a, ids), _item_scores(b, ids), len(ids)
 
 
+def _reference(methods: Sequence[str], reference: str) -> str:
+    return next((m for m in (reference, "eviomni_released") if m in methods), methods[-1])
+
+
 def reference_pairs(methods: Sequence[str], reference: str = "eviomni") -> list[tuple[str, str]]:
     """(reference, other) for every other method: the comparisons the paper's significance marks make. Without
     `reference` among `methods`, the released EviOmni checkpoint is the reference, and without it the last method."""
-    ref = next((m for m in (reference, "eviomni_released") if m in methods), methods[-1])
+    ref = _reference(methods, reference)
     return [(ref, m) for m in methods if m != ref]
+
+
+def reference_label(methods: Sequence[str], reference: str = "eviomni") -> str:
+    """The table label of the method `reference_pairs` compares the others with (a headline line's `of`)."""
+    return METHODS[_reference(methods, reference)].label
 
 
 def compare_methods(files: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = None, where: str | None = None,

@@ -7,6 +7,9 @@
     R_e^len = 1 if 1 − L_e/L_P ≥ ω else (1 − L_e/L_P)^γ                       (Eq. 11)
     Ã_i     = (R_i − mean(R)) / max(std(R), ε_std), population std per group   (Eq. 7)
 
+A placebo of the answer reward (issue #49, design `eviomni_placebo`) permutes λ1·R^ans within each GRPO group before
+Eq. 7 (`placebo_final_rewards`).
+
 The neighbours' designs (EviNote-RAG, Eval-RAR, ARENA; seeds 002-004) follow at the end, as rows of
 repro.registry.REWARD_DESIGNS selected by `rewards.design`, each scored by its function here.
 
@@ -152,6 +155,22 @@ def final_reward(
     `answer_rewards` is (R_r, R_e, R_f) or a mapping from "rationale"/"evidence"/"full" (or the aliases
     "r"/"e"/"f", "o_r"/"o_e"/"o_f"), holding at least the names in `answer_subset`; `length_rewards` is
     (R_r^len, R_e^len). The Table 3 ablation selects subsets (D19)."""
+    if len(length_rewards) != 2:
+        raise ValueError(f"expected 2 length rewards (R_r^len, R_e^len), got {len(length_rewards)}")
+    if len(weights) != 3 or any(_number(w, "weight") < 0 for w in weights):
+        raise ValueError(f"weights must be 3 non-negative numbers (λ1, λ2, λ3), got {list(weights)}")
+    r_len = float(np.mean([_unit_interval(v, "length reward") for v in length_rewards]))
+    r_fmt = _unit_interval(format_reward, "format reward")
+    return answer_term(answer_rewards, weights, answer_subset) + weights[1] * r_len + weights[2] * r_fmt
+
+
+def answer_term(
+    answer_rewards: AnswerRewards | Sequence[float] | Mapping[str, float],
+    weights: Sequence[float] = DEFAULT_WEIGHTS,
+    answer_subset: Sequence[str] = ANSWER_KEYS,
+) -> float:
+    """λ1·R^ans, Eq. 5's answer term: λ1 times the mean of the answer rewards in `answer_subset` (the arguments as
+    `final_reward` reads them)."""
     subset = [_answer_key(k) for k in ([answer_subset] if isinstance(answer_subset, str) else answer_subset)]
     if not subset or len(set(subset)) != len(subset):
         raise ValueError(f"answer_subset must be distinct names from {list(ANSWER_KEYS)}, got {answer_subset!r}")
@@ -159,14 +178,32 @@ def final_reward(
     missing = [k for k in subset if k not in values]
     if missing:
         raise ValueError(f"answer rewards missing for {missing}")
-    if len(length_rewards) != 2:
-        raise ValueError(f"expected 2 length rewards (R_r^len, R_e^len), got {len(length_rewards)}")
-    if len(weights) != 3 or any(_number(w, "weight") < 0 for w in weights):
-        raise ValueError(f"weights must be 3 non-negative numbers (λ1, λ2, λ3), got {list(weights)}")
-    r_ans = float(np.mean([values[k] for k in subset]))
-    r_len = float(np.mean([_unit_interval(v, "length reward") for v in length_rewards]))
-    r_fmt = _unit_interval(format_reward, "format reward")
-    return weights[0] * r_ans + weights[1] * r_len + weights[2] * r_fmt
+    return weights[0] * float(np.mean([values[k] for k in subset]))
+
+
+def permuted_within_groups(values: Sequence[float], group_size: int, rng: np.random.Generator) -> np.ndarray:
+    """`values` laid out group by group (G consecutive rollouts per question, as `clipped_group_advantages` reads
+    them), each group's values reordered by its own permutation drawn from `rng`: every group keeps its multiset of
+    values, and a value no longer says which rollout earned it. The placebo arm's answer terms (issue #49)."""
+    flat = np.asarray(values, dtype=np.float64)
+    if flat.ndim != 1 or flat.size == 0 or isinstance(group_size, bool) or group_size < 1 \
+            or flat.size % group_size:
+        raise ValueError(f"need a non-empty 1-D sequence that splits into groups of {group_size}, got shape "
+                         f"{flat.shape}")
+    groups = flat.reshape(-1, group_size)
+    return np.stack([group[rng.permutation(group_size)] for group in groups]).reshape(-1)
+
+
+def placebo_final_rewards(final: Sequence[float], answer_terms: Sequence[float], group_size: int,
+                          seed: int | Sequence[int]) -> np.ndarray:
+    """The placebo arm's R^final (issue #49): each rollout keeps its own λ2·R^len + λ3·R^fmt (R^final minus its
+    answer term λ1·R^ans, `answer_term`) and gets an answer term permuted within its GRPO group
+    (`permuted_within_groups`, `numpy.random.default_rng(seed)`): per group the same rewards' marginals, no
+    information about which rollout's evidence earned the answer reward."""
+    final, answers = np.asarray(final, dtype=np.float64), np.asarray(answer_terms, dtype=np.float64)
+    if final.shape != answers.shape:
+        raise ValueError(f"{final.size} rewards but {answers.size} answer terms")
+    return final - answers + permuted_within_groups(answers, group_size, np.random.default_rng(seed))
 
 
 def clipped_group_advantages(rewards: Sequence[float], group_size: int, eps_std: float = EPS_STD) -> np.ndarray:

@@ -27,14 +27,13 @@ from __future__ import annotations
 import argparse
 import ast
 import functools
-import json
 import re
 import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 from repro.config import TRAINED_EVIOMNI
-from repro.io import PIPELINE_FILE, pipeline_stages
+from repro.io import PIPELINE_FILE, InputError, pipeline_stages, read_json_object
 from repro.registry import METHOD_LISTS, METHODS, STAGES
 
 PACKAGE = "repro"
@@ -115,7 +114,9 @@ def _with_parents(name: str) -> list[str]:
 
 def notebook_source(path: Path) -> str:
     """The code cells of a notebook, IPython magics and shell lines left out."""
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    cells = read_json_object(path).get("cells")
+    if not isinstance(cells, list):
+        raise InputError(path, "not a notebook: no `cells` list")
     lines = [line for cell in cells if cell["cell_type"] == "code" for line in "".join(cell["source"]).splitlines()
              if not line.lstrip().startswith(("%", "!"))]
     return "\n".join(lines)

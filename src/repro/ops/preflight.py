@@ -26,16 +26,18 @@ import argparse
 import dataclasses
 import heapq
 import importlib.metadata
+import importlib.util
 import os
+import shutil
+import subprocess
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-
-import yaml
 
 from repro.assets import EMBEDDED_PREFIX, AssetError, fetched_dir, is_hub_id, references, resolve
 from repro.config import Profile, launchers, load_profile, walk
 from repro.generation import sharding
-from repro.io import pipeline_stages
+from repro.io import pipeline_stages, read_yaml
+from repro.ops.cuda_archs import DeviceCode, library_code
 from repro.registry import METHODS, STAGES
 
 ASSETS_DEP = "data/${profile}/assets"  # a stage that loads a model or reads a fetched file depends on the assets stage
@@ -52,6 +54,7 @@ class PreflightError(RuntimeError):
 class Gpu:
     name: str
     memory: int  # bytes
+    capability: int | None = None  # compute capability, 90 for 9.0 (None: not known)
 
 
 def _sections(cfg: Profile) -> Iterator[tuple[str, object]]:
@@ -115,8 +118,74 @@ def visible_gpus() -> list[Gpu]:
 
     if not torch.cuda.is_available():
         return []
-    return [Gpu(torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).total_memory)
-            for i in range(torch.cuda.device_count())]
+    return [Gpu(torch.cuda.get_device_name(i), torch.cuda.get_device_properties(i).total_memory,
+                int("".join(map(str, torch.cuda.get_device_capability(i))))) for i in range(torch.cuda.device_count())]
+
+
+# The oldest NVIDIA driver each CUDA major runs on (CUDA's minor-version compatibility; NVIDIA's CUDA 13.0 and 12.0
+# release notes): torch 2.13 and vLLM 0.31 from PyPI are CUDA 13.0 builds.
+DRIVER_FLOOR = {13: 580, 12: 525}
+
+
+@dataclasses.dataclass(frozen=True)
+class CudaStack:
+    """What runs the GPU code: torch's CUDA version and device code, the driver, vLLM's device code (None: no CUDA
+    build of vLLM installed)."""
+
+    torch: str
+    cuda: str | None
+    driver: str | None
+    torch_code: DeviceCode
+    vllm_code: DeviceCode | None
+
+
+def cuda_stack() -> CudaStack:
+    import torch
+
+    driver = None
+    if shutil.which("nvidia-smi"):
+        run = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=60)
+        driver = run.stdout.split()[0] if run.returncode == 0 and run.stdout.split() else None
+    vllm_code = None
+    spec = importlib.util.find_spec("vllm")
+    if spec and spec.submodule_search_locations and not vllm_is_cpu_build():
+        found = sorted(Path(spec.submodule_search_locations[0]).glob("_C*.so"))
+        vllm_code = library_code(found[0].read_bytes()) if found else DeviceCode(frozenset(), frozenset())
+    return CudaStack(torch.__version__, torch.version.cuda, driver,
+                     DeviceCode.from_arch_list(torch.cuda.get_arch_list()), vllm_code)
+
+
+def stack_errors(gpus: list[Gpu], stack: CudaStack) -> list[str]:
+    """The driver against the floor of torch's CUDA major; each GPU against torch's and vLLM's device code."""
+    errors = []
+    if stack.cuda is None:
+        errors.append(f"torch {stack.torch} is not a CUDA build: install environment.yml's (docs/gpu.md)")
+    elif stack.driver is None:
+        errors.append(f"no NVIDIA driver answers (nvidia-smi); torch {stack.torch} (CUDA {stack.cuda}) needs "
+                      f"{DRIVER_FLOOR.get(int(stack.cuda.split('.')[0]), '?')} or newer")
+    elif int(stack.driver.split(".")[0]) < DRIVER_FLOOR.get(int(stack.cuda.split(".")[0]), 0):
+        errors.append(f"NVIDIA driver {stack.driver} is older than {DRIVER_FLOOR[int(stack.cuda.split('.')[0])]}, "
+                      f"the oldest that runs CUDA {stack.cuda} (torch {stack.torch}): update the driver")
+    for i, gpu in enumerate(gpus):
+        for library, code in (("torch", stack.torch_code), ("vLLM", stack.vllm_code)):
+            if gpu.capability is not None and code is not None and not code.runs_on(gpu.capability):
+                errors.append(f"GPU {i} ({gpu.name}, sm_{gpu.capability}): the installed {library} has no code for "
+                              f"it ({code.describe()})")
+    return errors
+
+
+def stack_report(gpus: list[Gpu], stack: CudaStack) -> list[str]:
+    """What the preflight prints before its verdict: versions, driver, and each GPU's code in torch and vLLM."""
+    lines = [f"torch {stack.torch}, CUDA {stack.cuda or 'none'}, NVIDIA driver {stack.driver or 'none'}; FAISS "
+             f"searches on the CPU and its indexes on the GPUs through torch (D214)"]
+    for i, gpu in enumerate(gpus):
+        has = [f"{library} {'yes' if code.runs_on(gpu.capability) else 'NO'}"
+               for library, code in (("torch", stack.torch_code), ("vLLM", stack.vllm_code))
+               if code is not None and gpu.capability is not None]
+        lines.append(f"GPU {i}: {gpu.name}, {gpu.memory / 1e9:.0f} GB, sm_{gpu.capability}: code in "
+                     f"{', '.join(has) or 'not known'}")
+    return lines
 
 
 def _engine_models(cfg: Profile, key: str) -> list[str]:
@@ -181,7 +250,7 @@ def gpu_launchers(cfg: Profile) -> list[Launcher]:
     found = []
     for key, path in launchers.launchers(cfg).items():
         if Path(path).is_file():
-            config = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+            config = read_yaml(path) or {}
             if not config.get("use_cpu"):
                 found.append(Launcher(key, path, int(config.get("num_processes", 1)),
                                       config.get("distributed_type") in GPU_ONLY_LAUNCHES))
@@ -194,12 +263,13 @@ def gpu_device_files() -> bool:
     return any(Path(path).exists() for path in ("/dev/nvidiactl", "/dev/kfd"))
 
 
-def gpu_errors(cfg: Profile, gpus: list[Gpu] | None = None) -> list[str]:
+def gpu_errors(cfg: Profile, gpus: list[Gpu] | None = None, stack: CudaStack | None = None) -> list[str]:
     """What the profile asks of the GPUs against `gpus` (default: the visible ones); [] for a profile that asks for
     none, without importing torch to look. Each process of every launcher needs a GPU of its own when GPUs are
     visible; without any, only a DeepSpeed (or FSDP) launcher fails, the others start CPU processes. A vLLM backend
     asks for GPUs unless vLLM's CPU build is installed; engine options with a GPU share or a tensor-parallel size
-    always do, and an engine's replicas (`data_parallel`) need their tensor-parallel GPUs each."""
+    always do, and an engine's replicas (`data_parallel`) need their tensor-parallel GPUs each. On the machine's
+    own GPUs (or with `stack`), the driver and torch's and vLLM's device code are checked too (`stack_errors`)."""
     launches, found = gpu_launchers(cfg), engines(cfg)
     gpu_engines = [key for key, _, options in found if any(k in options for k in GPU_KEYS)]
     vllm_backends = [] if vllm_is_cpu_build() else [
@@ -209,7 +279,9 @@ def gpu_errors(cfg: Profile, gpus: list[Gpu] | None = None) -> list[str]:
     spread = [launch for launch in launches if not launch.gpu_only and launch.processes > 1]  # GPUs if visible
     if not needs and not (spread and (gpus is not None or gpu_device_files())):
         return []
-    gpus = visible_gpus() if gpus is None else gpus
+    if gpus is None:
+        gpus = visible_gpus()
+        stack = cuda_stack() if gpus else None
     if not gpus:
         return [f"{needs[0]}: this profile runs on GPUs and none is visible (CUDA_VISIBLE_DEVICES, drivers)"
                 ] if needs else []
@@ -221,6 +293,7 @@ def gpu_errors(cfg: Profile, gpus: list[Gpu] | None = None) -> list[str]:
         errors.append(f"params.yaml: profiles.{cfg.name}.train.vllm_tensor_parallel_size: "
                       f"{train.vllm_tensor_parallel_size} does not divide the {grpo.processes} processes of "
                       f"{grpo.path} (TRL's colocated vLLM needs it to)")
+    errors += stack_errors(gpus, stack) if stack else []
     memory = min(g.memory for g in gpus)
     for key, models, options in found:
         tp = int(options.get("tensor_parallel_size") or 1)
@@ -611,11 +684,13 @@ def disk_errors(cfg: Profile, stage: str | None = None, free: int | None = None)
 # --- entry points ---------------------------------------------------------------------------------------
 
 
-def check(cfg: Profile, stage: str | None = None, gpus: list[Gpu] | None = None) -> list[str]:
+def check(cfg: Profile, stage: str | None = None, gpus: list[Gpu] | None = None,
+          stack: CudaStack | None = None) -> list[str]:
     """Every problem found for `stage` (None: the whole pipeline), one line each, in the runbook's order (docs/gpu.md,
-    "Fetch and preflight"): assets against the lock, launchers and engines against the GPUs, free disk against the
-    cost model, API keys, each engine's longest prompt against its `max_model_len`."""
-    return (asset_errors(cfg) + gpu_errors(cfg, gpus) + disk_errors(cfg, stage) + api_key_errors(cfg, stage)
+    "Fetch and preflight"): assets against the lock, launchers and engines against the GPUs (the driver and the
+    builds' device code included), free disk against the cost model, API keys, each engine's longest prompt against
+    its `max_model_len`."""
+    return (asset_errors(cfg) + gpu_errors(cfg, gpus, stack) + disk_errors(cfg, stage) + api_key_errors(cfg, stage)
             + context_errors(cfg, stage))
 
 
@@ -640,6 +715,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--profile", help="profile name from params.yaml (default: its `profile` key)")
     parser.add_argument("--stage", help="check for this stage only (default: every check)")
     args = parser.parse_args(argv)
+    if gpu_device_files():
+        gpus = visible_gpus()
+        print("\n".join(stack_report(gpus, cuda_stack())))
     errors = check(load_profile(args.profile), args.stage)
     if errors:
         raise SystemExit("\n".join(f"error: {e}" for e in errors))

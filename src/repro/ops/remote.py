@@ -28,19 +28,21 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import gzip
+import hashlib
 import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterator, Sequence
+import tempfile
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
 import yaml
 
 from repro.assets import EXTERNAL_DIR, AssetError, fetched_dir, is_hub_id, references, sha256_file
-from repro.config import RELEASED_EVIOMNI, FetchConfig, Profile, load_profile, walk
-from repro.io import atomic_dir, atomic_path, write_json, write_text
+from repro.config import RELEASED_EVIOMNI, FetchConfig, Profile, RetrieverConfig, load_profile, walk
+from repro.io import atomic_dir, atomic_path, read_json_object, write_json, write_text
 from repro.registry import METHOD_LISTS, REWARD_DESIGNS
 
 MANIFEST = EXTERNAL_DIR / "manifest.json"
@@ -81,23 +83,51 @@ class Hub(Protocol):
 # --- builders: turn downloaded files into what the pipeline reads ---------------------------------------
 
 
-def gunzip_corpus(local: Path, files: list[str]) -> dict[str, str]:
+def gunzip_corpus(local: Path, files: Mapping[str, dict]) -> dict[str, str]:
     """wiki-18.jsonl.gz -> data/external/wiki-18.jsonl, the corpus path the paper profiles name."""
-    with gzip.open(local / files[0], "rb") as src, atomic_path(WIKI18) as tmp, open(tmp, "wb") as out:
+    with gzip.open(local / next(iter(files)), "rb") as src, atomic_path(WIKI18) as tmp, open(tmp, "wb") as out:
         shutil.copyfileobj(src, out, 1 << 24)
     return {str(WIKI18): sha256_file(WIKI18)}
 
 
-def join_index_parts(local: Path, files: list[str]) -> dict[str, str]:
-    """Search-R1's e5 Flat index ships split as part_aa + part_ab; joined in order they are e5_Flat.index."""
+def join_index_parts(local: Path, files: Mapping[str, dict]) -> dict[str, str]:
+    """Search-R1's e5 Flat index ships split as part_aa + part_ab; joined in order they are e5_Flat.index. The join
+    is verified before the fetch removes the parts (`Remote.removes_inputs`): read back once, each part's byte range
+    of the joined file hashes to the digest the part was fetched with."""
+    names = sorted(files)
     with atomic_path(E5_INDEX) as tmp, open(tmp, "wb") as out:
-        for name in sorted(files):
+        for name in names:
             with open(local / name, "rb") as part:
                 shutil.copyfileobj(part, out, 1 << 24)
-    return {str(E5_INDEX): sha256_file(E5_INDEX)}
+    whole, parts = sha256_ranges(E5_INDEX, [files[name]["size"] for name in names])
+    wrong = [name for name, digest in zip(names, parts) if digest != files[name]["sha256"]]
+    if wrong:
+        E5_INDEX.unlink()
+        raise AssetError(f"{E5_INDEX}: the joined file's bytes of {wrong} differ from the fetched parts (sha256); it "
+                         f"was deleted and the parts kept: check the disk, then fetch again")
+    return {str(E5_INDEX): whole}
 
 
-def bin_to_safetensors(local: Path, files: list[str]) -> dict[str, str]:
+def sha256_ranges(path: Path, sizes: list[int]) -> tuple[str, list[str]]:
+    """The sha256 of the whole file and of its consecutive byte ranges of `sizes`, in one read."""
+    whole, parts = hashlib.sha256(), []
+    with open(path, "rb") as f:
+        for size in sizes:
+            part = hashlib.sha256()
+            while size > 0:
+                block = f.read(min(1 << 24, size))
+                if not block:
+                    break
+                whole.update(block)
+                part.update(block)
+                size -= len(block)
+            parts.append(part.hexdigest())
+        for block in iter(lambda: f.read(1 << 24), b""):
+            whole.update(block)
+    return whole.hexdigest(), parts
+
+
+def bin_to_safetensors(local: Path, files: Iterable[str]) -> dict[str, str]:
     """Every loader here uses safetensors only (D109, D116), and some repos ship only pytorch_model.bin (DPR, RECOMP,
     the DeBERTa MNLI model). Each pytorch_model.bin of `files`, at the root or in a sub-folder (a sentence-transformers
     module such as 2_Dense/), is loaded once with weights_only=True (tensors only, no code) and written as
@@ -125,10 +155,11 @@ class Remote:
     repo: str
     repo_type: str = "model"
     files: tuple[str, ...] = MODEL_FILES  # names or glob patterns over the repo's file list
-    build: Callable[[Path, list[str]], dict[str, str]] | None = None
+    build: Callable[[Path, Mapping[str, dict]], dict[str, str]] | None = None  # (dir, {file: {size, sha256}})
     description: str = ""
+    removes_inputs: bool = False  # the fetched files are removed after a build (their digests stay in the lock)
 
-    def builder(self, files: list[str]) -> Callable[[Path, list[str]], dict[str, str]] | None:
+    def builder(self, files: list[str]) -> Callable[[Path, Mapping[str, dict]], dict[str, str]] | None:
         """The row's builder; for a model repo fetched as pytorch_model.bin, the conversion to safetensors."""
         return self.build or (bin_to_safetensors if any(Path(f).name == BIN_WEIGHTS for f in files) else None)
 
@@ -137,7 +168,7 @@ REMOTE: dict[str, Remote] = {r.repo: r for r in [
     Remote("PeterJinGo/wiki-18-corpus", "dataset", ("wiki-18.jsonl.gz",), build=gunzip_corpus,
            description="wiki-18: 21,015,324 100-word passages of the Dec-2018 dump (Search-R1/FlashRAG), ~14 GB"),
     Remote("PeterJinGo/wiki-18-e5-index", "dataset", ("part_aa", "part_ab"), build=join_index_parts,
-           description="Search-R1's e5-base-v2 Flat index over wiki-18, ~65 GB"),
+           description="Search-R1's e5-base-v2 Flat index over wiki-18, ~65 GB", removes_inputs=True),
     Remote("RUC-NLPIR/FlashRAG_datasets", "dataset", (), description="FlashRAG split files <name>/<split>.jsonl"),
 ]}
 
@@ -234,12 +265,21 @@ def write_lock(path: Path, repos: dict[str, dict]) -> None:
 
 def read_manifest() -> dict:
     """What `fetch` put on this machine: repo -> {repo_type, revision, dir, files: {path: {size, sha256}}, built}."""
-    return json.loads(MANIFEST.read_text(encoding="utf-8")) if MANIFEST.exists() else {}
+    return read_json_object(MANIFEST) if MANIFEST.exists() else {}
 
 
 def _intact(path: Path, recorded: dict | None) -> bool:
     return path.is_file() and recorded is not None and path.stat().st_size == recorded["size"] and \
         sha256_file(path) == recorded["sha256"]
+
+
+def _built_intact(record: dict) -> bool:
+    """Whether every output of the record's build is there with its digest; a file whose modification time is the
+    one recorded after its build is not read again (65 GB for the e5 index), as DVC trusts its state database."""
+    built, times = record.get("built", {}), record.get("built_mtime_ns", {})
+    return bool(built) and all(Path(out).is_file() and (times.get(out) == Path(out).stat().st_mtime_ns
+                                                        or sha256_file(Path(out)) == digest)
+                               for out, digest in built.items())
 
 
 # --- fetch ----------------------------------------------------------------------------------------------
@@ -335,12 +375,15 @@ def _fetch_item(p: Pinned, hub: Hub, manifest: dict, lock: Path, save: Callable[
         here = {}
     previous = here.get("files", {})
     manifest[repo] = record = {"repo_type": p.remote.repo_type, "revision": commit, "dir": str(p.local),
-                               "files": dict(previous), "built": here.get("built", {})}
+                               "files": dict(previous), "built": here.get("built", {}),
+                               "built_mtime_ns": here.get("built_mtime_ns", {})}
     save()
     for f in p.files:
         dest = p.local / f.path
         expected = locked[f.path]["sha256"] if f.path in locked else f.sha256
         known = {"size": f.size, "sha256": expected} if expected else previous.get(f.path)
+        if previous.get(f.path, {}).get("removed") and not dest.exists() and _built_intact(record):
+            continue  # consumed by a verified build whose outputs are intact
         if _intact(dest, known):
             recorded = dict(known)
         else:
@@ -361,11 +404,16 @@ def _fetch_item(p: Pinned, hub: Hub, manifest: dict, lock: Path, save: Callable[
             record["built"] = {}  # a new input: build again
         record["files"][f.path] = locked[f.path] = recorded
         save()
-    build, built = p.remote.builder([f.path for f in p.files]), record["built"]
-    if build and not (built and all(Path(out).is_file() and sha256_file(Path(out)) == digest
-                                    for out, digest in built.items())):
+    build = p.remote.builder([f.path for f in p.files])
+    if build and not _built_intact(record):
         log(f"{repo}: {build.__name__}")
-        record["built"] = build(p.local, [f.path for f in p.files])
+        record["built"] = build(p.local, {f.path: record["files"][f.path] for f in p.files})
+        record["built_mtime_ns"] = {out: Path(out).stat().st_mtime_ns for out in record["built"]}
+        if p.remote.removes_inputs:
+            for f in p.files:
+                (p.local / f.path).unlink()
+                record["files"][f.path] = {**record["files"][f.path], "removed": True}
+                log(f"{repo}: {f.path} removed after the verified build (its sha256 stays in {lock})")
     save()
 
 
@@ -464,14 +512,15 @@ def import_prebuilt_index(cfg: Profile, log: Callable[[str], None] = print) -> P
     """Install the joined e5 Flat index as retriever `fetch.prebuilt_index`'s index of this profile, with the
     manifest the data stage would have written, so the data stage reuses it instead of encoding the corpus.
     Search-R1 built it with e5-base-v2, "passage: " prefixes, mean pooling and L2 normalisation over wiki-18 in
-    file order: the retriever's settings must be those (checked: encoder, corpus, index size)."""
+    file order: the retriever's settings must be those (checked: `check_prebuilt_index`). A profile that cuts the
+    corpus's first `max_passages` passages (gpu-smoke-2gpu) gets the index's first rows, the same passages."""
     name = cfg.fetch.prebuilt_index if cfg.fetch else None
     if not name:
         return None
-    import faiss
-
     from repro.data import layout
+    from repro.data.corpus import first_passages, write_corpus
     from repro.retrieval.cache import retriever_key, stale_reason
+    from repro.retrieval.faiss_index import load_index, new_index, save_index
     from repro.retrieval.run import FAISS_FILE, encoder_refs
 
     key = f"params.yaml: profiles.{cfg.name}.fetch.prebuilt_index"
@@ -479,36 +528,87 @@ def import_prebuilt_index(cfg: Profile, log: Callable[[str], None] = print) -> P
     if rcfg is None or rcfg.method != "dense" or rcfg.query_encoder != "intfloat/e5-base-v2" or rcfg.index != "Flat":
         raise AssetError(f"{key}: '{name}' must be a dense retriever with query_encoder intfloat/e5-base-v2 and "
                          f"index Flat (Search-R1's e5 Flat index)")
-    if Path(cfg.data.corpus.source) != WIKI18 or cfg.data.corpus.max_passages is not None:
-        raise AssetError(f"{key}: the prebuilt index covers all of {WIKI18}, but the corpus is "
-                         f"{cfg.data.corpus.source} (max_passages: {cfg.data.corpus.max_passages}); set "
-                         f"prebuilt_index to null to encode the corpus instead")
+    if Path(cfg.data.corpus.source) != WIKI18:
+        raise AssetError(f"{key}: the prebuilt index covers {WIKI18}, but the corpus is {cfg.data.corpus.source}; "
+                         f"set prebuilt_index to null to encode the corpus instead")
     fetched = read_manifest()
     if not WIKI18.exists() or "PeterJinGo/wiki-18-e5-index" not in fetched:
         raise AssetError(f"{key}: fetch {WIKI18} and the e5 index first (`python -m repro.ops.remote fetch "
                          f"--profile {cfg.name}`)")
-    # the data stage keys its index on the corpus file's sha256 (repro.data.corpus.file_fingerprint)
-    corpus = fetched.get("PeterJinGo/wiki-18-corpus", {}).get("built", {}).get(str(WIKI18)) or sha256_file(WIKI18)
+    sliced = cfg.data.corpus.max_passages
+    # the data stage keys its index on the corpus file's sha256 (repro.data.corpus.file_fingerprint): wiki-18's, or
+    # that of the first `max_passages` passages the data stage cuts from it (D135)
+    if sliced is None:
+        corpus = fetched.get("PeterJinGo/wiki-18-corpus", {}).get("built", {}).get(str(WIKI18)) or sha256_file(WIKI18)
+    else:
+        with tempfile.TemporaryDirectory() as scratch:
+            write_corpus(Path(scratch) / "passages.jsonl", first_passages(WIKI18, sliced))
+            corpus = sha256_file(Path(scratch) / "passages.jsonl")
     out = layout.index_dir(cfg.name, name)
     manifest = {"retriever": retriever_key(rcfg, *encoder_refs(rcfg, cfg.name)), "corpus": corpus}
     if stale_reason(out, manifest) is None and (out / "imported.json").exists():
         return out  # imported before, from the same corpus and encoder
-    index = faiss.read_index(str(E5_INDEX), faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY)
-    with open(WIKI18, "rb") as f:
-        passages = sum(1 for line in f if line.strip())
-    if index.ntotal != passages:
-        raise AssetError(f"{E5_INDEX}: {index.ntotal} vectors for {passages} passages in {WIKI18}")
+    index = load_index(E5_INDEX, mmap=True)  # the vectors mapped, not read: 65 GB
+    check_prebuilt_index(index, rcfg, cfg.name)
     shutil.rmtree(out, ignore_errors=True)
     with atomic_dir(out) as tmp:
-        try:
-            os.link(E5_INDEX, tmp / FAISS_FILE)  # 65 GB: a hard link where the file system allows it
-        except OSError:
-            shutil.copyfile(E5_INDEX, tmp / FAISS_FILE)
+        if sliced is not None:  # the rows of the corpus's first passages, in their order
+            part = new_index(index.d)
+            part.add(index.reconstruct_n(0, sliced))
+            save_index(part, tmp / FAISS_FILE)
+        else:
+            try:
+                os.link(E5_INDEX, tmp / FAISS_FILE)  # 65 GB: a hard link where the file system allows it
+            except OSError:
+                shutil.copyfile(E5_INDEX, tmp / FAISS_FILE)
         write_json(tmp / "manifest.json", manifest)
         write_json(tmp / "imported.json", {"from": str(E5_INDEX), "repo": "PeterJinGo/wiki-18-e5-index",
-                                           "revision": fetched["PeterJinGo/wiki-18-e5-index"]["revision"]})
-    log(f"{out}: Search-R1's e5 Flat index ({index.ntotal} vectors) for retriever '{name}'")
+                                           "revision": fetched["PeterJinGo/wiki-18-e5-index"]["revision"],
+                                           "rows": sliced or index.ntotal})
+    log(f"{out}: Search-R1's e5 Flat index ({sliced or index.ntotal} of its {index.ntotal} vectors) for retriever "
+        f"'{name}'")
     return out
+
+
+CHECKED_ROWS = 8  # rows of the imported index re-encoded from their passages: the first, the last, six seeded
+MIN_ROW_COSINE = 0.99  # Search-R1 encoded in fp16: a row of the right passage agrees to ~1e-3, another passage's not
+
+
+def check_prebuilt_index(index, rcfg: RetrieverConfig, profile: str) -> None:
+    """The imported index is the retriever's index of the corpus, or an AssetError naming what differs: inner-product
+    metric, the encoder's dimension, one vector per passage of wiki-18, and CHECKED_ROWS rows that the retriever's
+    encoder, prefix and pooling re-encode from the passages they should hold (row i = the corpus's line i)."""
+    import faiss
+    import numpy as np
+
+    from repro.retrieval.dense import DenseRetriever
+    from repro.retrieval.run import encoder_refs
+
+    if index.metric_type != faiss.METRIC_INNER_PRODUCT:
+        raise AssetError(f"{E5_INDEX}: metric {index.metric_type}, not inner product ({faiss.METRIC_INNER_PRODUCT})")
+    retriever = DenseRetriever(rcfg, *encoder_refs(rcfg, profile))
+    dim = retriever.query_encoder.model.config.hidden_size
+    if index.d != dim:
+        raise AssetError(f"{E5_INDEX}: {index.d}-dimensional vectors; {rcfg.query_encoder} encodes {dim}")
+    rng = np.random.default_rng(0)
+    rows = sorted({0, index.ntotal - 1, *rng.choice(index.ntotal, min(index.ntotal, CHECKED_ROWS - 2)).tolist()})
+    contents, passages = {}, 0
+    with open(WIKI18, "rb") as f:
+        for line in f:
+            if line.strip():
+                if passages in rows:
+                    contents[passages] = json.loads(line)["contents"]
+                passages += 1
+    if index.ntotal != passages:
+        raise AssetError(f"{E5_INDEX}: {index.ntotal} vectors for {passages} passages in {WIKI18}")
+    fresh = retriever.encode_passages([contents[r] for r in rows], progress=False)
+    stored = np.stack([index.reconstruct(r) for r in rows])
+    cosine = (fresh * stored).sum(1) / (np.linalg.norm(fresh, axis=1) * np.linalg.norm(stored, axis=1))
+    wrong = [f"row {r} (cosine {c:.3f})" for r, c in zip(rows, cosine) if c < MIN_ROW_COSINE]
+    if wrong:
+        raise AssetError(f"{E5_INDEX}: {', '.join(wrong)} do not encode the passage on that line of {WIKI18} with "
+                         f"{rcfg.query_encoder} (prefix {rcfg.passage_prefix!r}, {rcfg.pooling} pooling): another "
+                         f"corpus order, encoder or setting")
 
 
 def main(argv: list[str] | None = None) -> None:

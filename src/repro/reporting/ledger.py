@@ -9,21 +9,28 @@ repository's runs of one profile, with the files behind each.
 The studies' paired tests are read from the tables their notebooks wrote (STUDY_TESTS, from the `claims` of the
 stages' rows in repro.registry.STAGES), one row per comparison (`one_test_each`; D198). A study that decides its own
 pre-registered question (STUDY_VERDICTS, the `cpu-evidence` experiment) gives its verdict directly, and the ledger
-names its report.
+names its report. The page states its rules (RULES) and shows the counts behind each reported verdict; the paper's
+words are shown as a reader reads them, emphasis and math included, with no script (`readable_html`,
+`readable_markdown`; D231).
 """
 
 from __future__ import annotations
 
 import html
 import json
+import math
+import re
+import unicodedata
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-from repro.io import write_text
+from repro.io import read_json_object, write_text
 from repro.registry import METHODS, STAGES
-from repro.reporting.claims import COMPARISON_COLUMNS, our_verdict, reported_verdicts
+from repro.reporting import claims as rules
+from repro.reporting.claims import COMPARISON_COLUMNS, our_verdict, reported_verdicts, verdict_word
 from repro.reporting.paper import select_cells
 
 METRICS = {"em": "EM", "f1": "F1", "cr": "CR", "searches": "avg_searches"}  # the studies' names → the paper's
@@ -76,10 +83,38 @@ REPORTS = {name: f"docs/{name}.md" for name in ("cpu-study", "cpu-rewards", "cpu
 
 
 def report_line(profile: str) -> str:
-    """One sentence naming the CPU report that measured this profile's runs, or what a `tiny` run shows."""
+    """One sentence naming the CPU report that measured this profile's runs, or what a `tiny` run shows (markdown)."""
     if profile in REPORTS:
-        return f"This profile's runs are measured and discussed in {REPORTS[profile]}."
+        return f"This profile's runs are measured and discussed in `{REPORTS[profile]}`."
     return "On the embedded default and `ci` the runs show the mechanics, not what the paper's models do."
+
+
+LOW, HIGH = (f"{100 * d:.1f}%" for d in rules.PLAUSIBLE_DISCORDANCE)
+RULES = (  # the page's account of its rules, in markdown (docs/decisions.md D196, D198, D225-D229)
+    "**The unit.** One unit per (model size, dataset) position of a table and metric family. EM and F1 of one run "
+    "score the same questions, so accuracy is one family whose unit is EM, with F1 shown beside it and not counted; CR, "
+    "latency, searches and answer recall are families of their own. *Average* rows are left out of the sign tests.",
+    "**\"Beats every X\"** (a sign claim): an intersection-union test. Each comparison is a one-sided exact sign test "
+    f"over the units at α = {rules.ALPHA}; the claim's p is the largest, with no adjustment. **\"Some X beats it\"**, "
+    "which contradicts it (and the form a claim that A beats *some* X would take), is tested with Holm's correction "
+    "over the comparisons. *Untestable from the reported cells*: even a clean sweep of every unit could not reach α "
+    "after the rule; the floor shown is that best p.",
+    "**Orderings** (\"the best\", \"in all cases\") of single-run means *hold as printed* or *fail as printed*. For "
+    "EM on a known test set (Table 7's test splits, 500 questions per dataset for Tables 5 and 6) the noise is stated: "
+    "the binomial standard error of each value, and the largest share of questions on which the two systems may "
+    "disagree (the discordance) for the margin to reach p < 0.05 in an exact McNemar test (a normal approximation for "
+    f"an *Average* row). The discordance plausible for two separately trained systems is {LOW}-{HIGH} "
+    f"({rules.DISCORDANCE_SOURCES}). A margin significant at every plausible discordance is beyond noise: when every "
+    "unit's is, the ordering is a test (*supported*, or *contradicted* when a failing margin is); a margin significant "
+    "at none reads *within noise*.",
+    "**The paper's \"significant\"**: for every difference a claim calls significant, the discordance under which it "
+    "reaches p < 0.05 on the reported test set of one run (exact McNemar). *Significance plausible* when even the "
+    "closest difference reaches it at every plausible discordance, *implausible* when at none, *depends on "
+    "discordance* between.",
+    "**On this profile's runs**: the studies' paired per-item tests, by the same rules. The units are the tests of EM "
+    "(F1 beside); each needed test is taken at α (intersection-union) and Holm's correction decides against the claim. "
+    "A claim is *untestable at n = k* when even every item going the claimed way could not reach α.",
+)
 
 
 def our_comparisons(run: str | Path) -> pd.DataFrame:
@@ -119,7 +154,7 @@ def study_verdict(claim: dict, run: str | Path) -> dict | None:
             continue
         name, runs_in, report = STUDY_VERDICTS[stage]
         path = Path(run) / stage / name
-        verdict = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+        verdict = read_json_object(path) if path.exists() else {}  # a damaged file: InputError naming it
         if not verdict.get("requested") or "verdict" not in verdict:
             return {"our_verdict": "not tested", "our_n": 0, "our_tests": 0, "our_sources": "",
                     "our_detail": f"not run at this profile: {stage} runs in the {runs_in} profile ({report})"}
@@ -146,19 +181,96 @@ def ledger(claims: Sequence[dict], rows: pd.DataFrame, comparisons: pd.DataFrame
             ours["our_detail"] += f" ({', '.join(untested)}: no paired per-item test)"
         paper = reported.loc[claim["id"]]
         entries.append({"id": claim["id"], "section": claim["section"], "lines": "{}-{}".format(*claim["lines"]),
-                        "kind": claim["kind"], "words": " ".join(claim["words"].split()),
+                        "kind": claim["kind"], "words": _unbroken(claim["words"]),
                         "reported_verdict": paper["verdict"], "reported_n": int(paper["n"]),
-                        "reported_detail": paper["detail"], **ours, "stages": " ".join(claim["ours"])})
+                        "reported_rule": paper["rule"], "reported_p": paper["p"], "reported_floor_p": paper["floor_p"],
+                        "reported_detail": paper["detail"],
+                        "reported_comparisons": json.dumps(_plain(paper["comparisons"]), ensure_ascii=False),
+                        **ours, "stages": " ".join(claim["ours"])})
     return pd.DataFrame(entries)
 
 
+def _plain(value):
+    """`value` as JSON can hold it: NaN as null, tuples as lists, numpy scalars as Python's."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
 def verdict_counts(frame: pd.DataFrame) -> dict:
-    """{"reported": {verdict: count}, "ours": {...}}, "inconclusive at n = k" counted as "inconclusive": the
-    headline of `dvc metrics show`."""
-    def count(column: str) -> dict:
-        words = frame[column].str.replace(r" at n = \d+", "", regex=True)
-        return {w: int((words == w).sum()) for w in ("supported", "contradicted", "inconclusive", "not tested")}
-    return {"reported": count("reported_verdict"), "ours": count("our_verdict")}
+    """{"reported": {verdict word: count}, "ours": {...}}, each verdict counted by its word
+    (repro.reporting.claims.verdict_word: "inconclusive at n = k" as "inconclusive"): the headline of
+    `dvc metrics show`."""
+    def count(column: str, words: Sequence[str]) -> dict:
+        found = frame[column].map(verdict_word)
+        return {w: int((found == w).sum()) for w in words}
+    return {"reported": count("reported_verdict", rules.REPORTED_VERDICTS),
+            "ours": count("our_verdict", rules.OUR_VERDICTS)}
+
+
+# The paper's words as a reader reads them: its markdown emphasis, and its LaTeX as Unicode (no script, no network)
+MATH = re.compile(r"\$([^$]+)\$")
+SPANS = re.compile(r"\$(?P<math>[^$]+)\$|`(?P<code>[^`]+)`")  # what markdown emphasis does not reach into
+LATEX_SYMBOLS = {"wedge": "∧", "neg": "¬"}  # the commands claims.yaml's words use (tests/test_ledger.py keeps it so)
+PREFIX_OPERATORS = ("¬",)  # written against their operand
+
+
+def double_struck(letter: str) -> str:
+    """The double-struck capital of `letter` (\\mathbb{M} → 𝕄; ℕ, ℝ and the other letterlike ones too)."""
+    for name in (f"MATHEMATICAL DOUBLE-STRUCK CAPITAL {letter}", f"DOUBLE-STRUCK CAPITAL {letter}"):
+        try:
+            return unicodedata.lookup(name)
+        except KeyError:
+            continue
+    raise ValueError(f"no double-struck capital {letter!r}")
+
+
+def math_text(latex: str) -> str:
+    """Inline LaTeX as Unicode text: \\mathbb{X} as its double-struck letter, the commands of LATEX_SYMBOLS as their
+    symbols (another command stays as written), spaces collapsed, a prefix operator against its operand."""
+    text = re.sub(r"\\mathbb\{([A-Z])\}", lambda m: double_struck(m[1]), latex)
+    text = re.sub(r"\\([A-Za-z]+)", lambda m: LATEX_SYMBOLS.get(m[1], m[0]), text)
+    text = " ".join(text.split())
+    for operator in PREFIX_OPERATORS:
+        text = text.replace(f"{operator} ", operator)
+    return text
+
+
+def _unbroken(text: str) -> str:
+    """The words on one line: a word hyphenated across lines joined ("tra-\n\nditional"), whitespace collapsed."""
+    return " ".join(re.sub(r"(\w)-\n\s*(\w)", r"\1\2", text).split())
+
+
+def readable_markdown(text: str) -> str:
+    """`text` (the paper's words or the page's own, markdown) for a markdown table cell: its inline LaTeX as Unicode
+    (`math_text`), on one line, "|" escaped; emphasis and code stay markdown."""
+    return MATH.sub(lambda m: math_text(m[1]), _unbroken(text)).replace("|", "\\|")
+
+
+def readable_html(text: str) -> str:
+    """`text` (markdown: the paper's words, the page's own) as HTML: escaped, on one line, `code` as <code>, inline
+    LaTeX as Unicode (`math_text`), and elsewhere **strong** and *emphasis* as their elements and a subscript or
+    superscript (o_f, R_e^{ans}) as <sub> or <sup>."""
+    text, out, start = _unbroken(text), [], 0
+    for span in SPANS.finditer(text):
+        out += [_inline_html(text[start:span.start()]),
+                html.escape(math_text(span["math"])) if span["math"] else f"<code>{html.escape(span['code'])}</code>"]
+        start = span.end()
+    return "".join(out + [_inline_html(text[start:])])
+
+
+def _inline_html(text: str) -> str:
+    text = html.escape(text, quote=False)
+    text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
+    text = re.sub(r"(?<![\w*])\*(?=\S)(.+?)(?<=\S)\*(?![\w*])", r"<em>\1</em>", text)
+    text = re.sub(r"(?<=\w)_(\{[^}]*\}|\w)", lambda m: f"<sub>{m[1].strip('{}')}</sub>", text)
+    return re.sub(r"(?<=[\w>])\^(\{[^}]*\}|\w)", lambda m: f"<sup>{m[1].strip('{}')}</sup>", text)
 
 
 def write_ledger(frame: pd.DataFrame, out_dir: str | Path, profile: str) -> list[Path]:
@@ -167,25 +279,80 @@ def write_ledger(frame: pd.DataFrame, out_dir: str | Path, profile: str) -> list
     out_dir = Path(out_dir)
     paths = [out_dir / "ledger.csv", out_dir / "ledger.md", out_dir / "index.html"]
     write_text(paths[0], frame.to_csv(index=False))
-    short = frame[["id", "section", "kind", "reported_verdict", "our_verdict", "stages"]]
+    short = frame[["id", "section", "words", "reported_verdict", "our_verdict", "stages"]].assign(
+        words=frame["words"].map(readable_markdown))
     write_text(paths[1], f"# The paper's claims on profile `{profile}`\n\n{report_line(profile)}\n\n"
-                         + short.to_markdown(index=False) + "\n")
+                         + "".join(f"- {readable_markdown(rule)}\n" for rule in RULES) + "\n"
+                         + short.rename(columns={"words": "the paper's words"}).to_markdown(index=False) + "\n")
     write_text(paths[2], ledger_html(frame, profile))
     return paths
 
 
-VERDICT_COLOURS = {"supported": "#d9f2d9", "contradicted": "#f8d4d4", "inconclusive": "#fff3c4",
-                   "not tested": "#eeeeee"}
+VERDICT_COLOURS = {"supported": "#d9f2d9", "holds as printed": "#eef7e4", "significance plausible": "#d9f2d9",
+                   "contradicted": "#f8d4d4", "fails as printed": "#fbe6e0", "significance implausible": "#f8d4d4",
+                   "inconclusive": "#fff3c4", "within noise": "#fff3c4",
+                   "significance depends on discordance": "#fff3c4", "untestable": "#e6e6f2", "not tested": "#eeeeee"}
 STYLE = """body{font:14px/1.4 system-ui,sans-serif;margin:2em;max-width:80em}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.4em;vertical-align:top;text-align:left}
-.v{white-space:nowrap;font-weight:600}details{font-size:12px;color:#333}blockquote{margin:0;font-style:italic}"""
+.v{white-space:nowrap;font-weight:600}details{font-size:12px;color:#333}blockquote{margin:0;font-style:italic}
+table.counts td,table.counts th{padding:.15em .35em;font-size:12px}"""
+# the counts behind a reported verdict, by its rule: (key of a comparison, column heading)
+COUNT_COLUMNS = {
+    "intersection-union": (("against", "vs"), ("metric", "metric"), ("role", "counted as"), ("units", "units"),
+                           ("wins", "wins"), ("ties", "ties"), ("losses", "losses"), ("p", "p"),
+                           ("p_against_holm", "p against, Holm")),
+    "ordering": (("position", "position"), ("top", "top"), ("value", "value"), ("against", "decisive other"),
+                 ("against_value", "value"), ("margin", "margin"), ("n", "questions"), ("se", "SE"),
+                 ("discordance", "p < 0.05"), ("noise", "noise")),
+}
+COUNT_COLUMNS["significance"] = COUNT_COLUMNS["ordering"]
 
 
-def _verdict_cell(verdict: str, n: int, detail: str, links: str = "") -> str:
-    colour = VERDICT_COLOURS["inconclusive" if verdict.startswith("inconclusive") else verdict]
-    more = f"<details><summary>how</summary>{html.escape(detail)}{links}</details>" if detail else ""
+def _count_value(comparison: dict, key: str) -> str:
+    if key == "discordance":
+        limit = comparison.get("discordance_limit")
+        return "" if comparison.get("noise") == rules.NO_MODEL else rules.discordance_words(
+            math.nan if limit is None else limit, comparison["discordance_max"])
+    value = comparison.get(key)
+    if value is None:
+        return ""
+    if key == "n":
+        return rules.questions_words(value)
+    if key == "se":
+        return " / ".join(f"{v:.2f}" for v in value)
+    if key == "role":
+        return "unit" if value == "unit" else "beside, not counted"
+    if isinstance(value, float):
+        return f"{value:.3g}" if key.startswith("p") else f"{value:+g}" if key == "margin" else f"{value:g}"
+    return str(value)
+
+
+def counts_table(rule: str, comparisons: Sequence[dict]) -> str:
+    """The counts behind a reported verdict as an HTML table, one row per comparison (COUNT_COLUMNS of its rule)."""
+    if rule not in COUNT_COLUMNS or not comparisons:
+        return ""
+    columns = COUNT_COLUMNS[rule]
+    head = "".join(f"<th>{html.escape(title)}</th>" for _, title in columns)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(_count_value(c, key))}</td>" for key, _ in columns) + "</tr>"
+                   for c in comparisons)
+    return f'<table class="counts"><tr>{head}</tr>{body}</table>'
+
+
+def _rule_line(row) -> str:
+    """The reported verdict's p before and after its rule, in words."""
+    if row.reported_rule == "intersection-union":
+        return f"rule: every comparison at α (intersection-union); p = {row.reported_p:.3g} (the largest), " \
+               f"at best {row.reported_floor_p:.3g}"
+    return {"ordering": f"rule: ordering of printed means, noise stated ({row.reported_n} unit positions)",
+            "significance": f"rule: the discordance p < 0.05 needs ({row.reported_n} differences)"}.get(
+        row.reported_rule, "")
+
+
+def _verdict_cell(verdict: str, note: str, detail: str, extra: str = "") -> str:
+    colour = VERDICT_COLOURS.get(verdict_word(verdict), VERDICT_COLOURS["not tested"])
+    more = f"<details><summary>how</summary>{extra}{html.escape(detail)}</details>" if detail or extra else ""
     return f'<td style="background:{colour}"><span class="v">{html.escape(verdict)}</span>' \
-           f'{f" (n = {n})" if n and not verdict.startswith("inconclusive") else ""}{more}</td>'
+           f'{f"<br>{html.escape(note)}" if note else ""}{more}</td>'
 
 
 def _links(row, profile: str) -> str:
@@ -197,23 +364,28 @@ def _links(row, profile: str) -> str:
     anchors += [f'<a href="../{s}/{s}.ipynb">{s}.ipynb</a>' for s in stages]
     records = [STUDY_TESTS[s][2].format(profile=profile) for s in stages if s in STUDY_TESTS]
     anchors += [f'<a href="../../../{html.escape(r)}/">{html.escape(r)}/</a>' for r in records]
-    return f"<br>files: {', '.join(anchors)}" if anchors else ""
+    return f"files: {', '.join(anchors)}<br>" if anchors else ""
 
 
 def ledger_html(frame: pd.DataFrame, profile: str) -> str:
-    """The ledger as one HTML page that renders offline: claim, the paper's evidence, ours, both verdicts."""
+    """The ledger as one HTML page that renders offline: its rules, then per claim the paper's words, the verdict on
+    the reported numbers with the counts behind it, and ours with the files behind it."""
     counts = verdict_counts(frame)
-    summary = " · ".join(f"{side}: " + ", ".join(f"{k} {v}" for k, v in c.items()) for side, c in counts.items())
+    summary = " · ".join(f"{side}: " + ", ".join(f"{k} {v}" for k, v in c.items() if v) for side, c in counts.items())
     body = []
     for row in frame.itertuples():
+        reported = counts_table(row.reported_rule, json.loads(row.reported_comparisons))
+        decided = verdict_word(row.our_verdict) in (rules.SUPPORTED, rules.CONTRADICTED)
+        ours_note = f"n = {int(row.our_n)}" if row.our_n and decided else ""
         body.append(f"<tr><td><b>{html.escape(row.id)}</b><br>{html.escape(row.section)}, lines {row.lines}"
-                    f"<blockquote>{html.escape(row.words)}</blockquote></td>"
-                    + _verdict_cell(row.reported_verdict, row.reported_n, row.reported_detail)
-                    + _verdict_cell(row.our_verdict, int(row.our_n), row.our_detail, _links(row, profile)) + "</tr>")
+                    f"<blockquote>{readable_html(row.words)}</blockquote></td>"
+                    + _verdict_cell(row.reported_verdict, _rule_line(row), row.reported_detail, reported)
+                    + _verdict_cell(row.our_verdict, ours_note, row.our_detail, _links(row, profile)) + "</tr>")
+    rules_html = "".join(f"<li>{readable_html(rule)}</li>" for rule in RULES)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Claims ledger: {html.escape(profile)}</title>"
             f"<style>{STYLE}</style></head><body><h1>The paper's claims, profile <code>{html.escape(profile)}</code>"
-            f"</h1><p>{html.escape(report_line(profile))}</p><p>{html.escape(summary)}. Rules: "
-            f"<code>repro.reporting.claims</code> (docs/decisions.md, D196, D198); "
+            f"</h1><p>{readable_html(report_line(profile))}</p><p>{html.escape(summary)}.</p><ul>{rules_html}</ul>"
+            f"<p>Rules: <code>repro.reporting.claims</code> (docs/decisions.md, D196, D198, D225-D229); "
             f"the table as data: <a href='ledger.csv'>ledger.csv</a>.</p><table><thead><tr><th>claim (the paper's "
             f"words)</th><th>on the reported numbers</th><th>on this profile's runs</th></tr></thead><tbody>"
             + "\n".join(body) + "</tbody></table></body></html>\n")

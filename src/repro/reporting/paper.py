@@ -19,9 +19,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
-from repro.io import InputError
+from repro.io import InputError, read_yaml
 
 PAPER_DIR = Path("data/paper")
 TEXT_DIR = PAPER_DIR / "text"  # verbatim excerpts of the paper text, one file per source (data/paper/README.md)
@@ -134,7 +133,7 @@ def load_claims(
     tables of `paper_dir` and the excerpts of `source` in its text/: their fields, ids, kinds, cells, reported
     tests and words. An InputError (a ValueError) names the file, the claim and the field."""
     path = Path(path)
-    claims = yaml.safe_load(path.read_text(encoding="utf-8"))
+    claims = read_yaml(path)
     if not isinstance(claims, list) or not claims:
         raise InputError(path, "expected a non-empty YAML list of claims")
     rows = load_paper_tables(paper_dir=paper_dir)

@@ -5,7 +5,8 @@
 
 and what DVC compares across profiles and experiments (D134), at paths shared by every profile:
 
-    >>> save_metrics(headline(summary, ["method"], ["EM", "CR"]), "main_comparison")  # metrics/*.json
+    >>> save_metrics(headline_line(summary, "method", "EM", of="EviOmni"),  # metrics/main_comparison.json
+    ...              headline(summary, ["method"], ["EM", "CR"]), "main_comparison")  # and metrics/full/
     >>> save_plot_data(curve, "figure5_noise_robustness", x="noise", y="EM", series="method", panel="dataset")
 
 `dvc plots show` draws them into a page of the template `.dvc/plots/offline.html` (`.dvc/config`), which carries Vega,
@@ -16,7 +17,7 @@ writes it (`make setup` does).
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import matplotlib.pyplot as plt
@@ -27,7 +28,10 @@ import seaborn as sns
 from repro.formulas import rewards
 from repro.io import atomic_path, write_json, write_text
 
-METRICS_DIR = Path("metrics")  # metrics/<stage>.json: a study's headline numbers (dvc.yaml `metrics:`)
+METRICS_DIR = Path("metrics")  # metrics/<stage>.json: a study's headline line (dvc.yaml `metrics:`, D241)
+FULL_METRICS_DIR = METRICS_DIR / "full"  # metrics/full/<stage>.json: its headline numbers (an `outs:`)
+HEADLINE_KEYS = ("metric", "of", "value", "vs", "vs value")  # every headline line's keys: one short table
+NAME_WIDTH = 18  # the longest row name a headline line shows ("EviOmni (released)")
 PLOT_DATA_DIR = Path("plots")  # plots/<figure>.csv: a figure's data (dvc.yaml `plots:`, template `series`)
 PLOTS_TEMPLATE = Path(".dvc/plots/offline.html")  # `dvc plots show`'s page (.dvc/config `plots.html_template`)
 
@@ -74,18 +78,62 @@ def metrics_tree(frame: pd.DataFrame, keys: Sequence[str], values: Sequence[str]
 
 
 def headline(frame: pd.DataFrame, keys: Sequence[str], values: Sequence[str]) -> dict:
-    """A study's headline numbers for `dvc metrics show` and `dvc exp show`: `values` averaged over the rows that
+    """A study's headline numbers, metrics/full/<stage>.json (`save_metrics`): `values` averaged over the rows that
     share `keys` (the datasets, as the paper's "Average" rows), nested under "Average" (`metrics_tree`); the full
     tables stay in csv and markdown (D201)."""
     means = frame.groupby(list(keys), sort=False)[list(values)].mean().reset_index()
     return {"Average": metrics_tree(means, keys, values)}
 
 
-def save_metrics(metrics: dict, name: str) -> Path:
-    """Write metrics/<name>.json (atomically), the file dvc.yaml declares as the stage's `metrics:`."""
-    path = METRICS_DIR / f"{name}.json"
-    write_json(path, metrics)
-    return path
+def short_name(name: str, width: int = NAME_WIDTH) -> str:
+    """`name`, or, when longer than `width`, its longest run of whole words that fits with "…" after it (its first
+    `width` - 1 characters when the first word is longer): `dvc metrics show` keeps a column as wide as its longest
+    value."""
+    if len(name) <= width:
+        return name
+    kept = ""
+    for word in name.split(" "):
+        if len(longer := f"{kept} {word}".lstrip()) > width - 1:
+            break
+        kept = longer
+    return f"{kept or name[:width - 1]}…"
+
+
+def compare(values: Mapping, metric: str, of: str, vs: str | None = None, lower_is_better: bool = False,
+            names: Mapping[str, str] | None = None) -> dict:
+    """A study's headline line, the one row `dvc metrics show` prints for it: {"metric", "of", "value", "vs",
+    "vs value"}. `values` maps each row's name to its number (NaN or None: not measured); `of` is the row the study is
+    about (its value null where the study has no such row), `vs` the row it is compared with, by default the best of
+    the others (the highest, or the lowest with `lower_is_better`; null where no other has a number). `names` gives a
+    row a shorter name to show; any name is cut to NAME_WIDTH characters (`short_name`)."""
+    numbers = {str(row): metric_value(value) for row, value in dict(values).items()}
+    if vs is None:
+        others = {row: value for row, value in numbers.items() if row != of and value is not None}
+        vs = (min if lower_is_better else max)(others, key=others.get) if others else None
+    shown = names or {}
+    return {"metric": metric, "of": short_name(shown.get(of, of)), "value": numbers.get(of),
+            "vs": None if vs is None else short_name(shown.get(vs, vs)), "vs value": numbers.get(vs)}
+
+
+def headline_line(frame: pd.DataFrame, key: str, metric: str, of: str, vs: str | None = None,
+                  lower_is_better: bool = False, label: str | None = None,
+                  names: Mapping[str, str] | None = None) -> dict:
+    """`compare` of the rows of `frame` by their `key`: `metric` averaged over the rows that share a `key` (the
+    datasets, as `headline`), shown as `label` (default: `metric`)."""
+    means = frame.groupby(key, sort=False)[metric].mean()
+    return compare(means, label or metric, of, vs, lower_is_better, names)
+
+
+def save_metrics(line: dict, full: dict, name: str) -> list[Path]:
+    """Write metrics/<name>.json, the stage's `metrics:` in dvc.yaml, holding the headline line `line` (`compare`),
+    and metrics/full/<name>.json, one of its `outs:`, holding its headline numbers `full` (`headline`,
+    `metrics_tree`), shown by `dvc metrics show metrics/full/<name>.json` (D241); both atomically."""
+    if tuple(line) != HEADLINE_KEYS:
+        raise ValueError(f"metrics/{name}.json: a headline line has the keys {list(HEADLINE_KEYS)}, got {list(line)}")
+    paths = [METRICS_DIR / f"{name}.json", FULL_METRICS_DIR / f"{name}.json"]
+    write_json(paths[0], line)
+    write_json(paths[1], full)
+    return paths
 
 
 def save_plot_data(frame: pd.DataFrame, name: str, x: str, y: str, series: str, panel: str | None = None) -> Path:

@@ -14,6 +14,11 @@ With per-item scores of two systems on the same items (the valid route):
 - `mcnemar_sample_size`: how many paired items McNemar needs for a given difference and discordant rate, and
   `mcnemar_detectable_difference` the difference a given number of items detects;
 - `holm`: Holm's step-down correction across the comparisons of one table (statsmodels);
+- `intersection_union_p` and `family_wise_p`: one claim's p from its comparisons' p-values, for "beats every"
+  (the largest, no adjustment) and for "beats at least one" (the smallest after Holm);
+- `binomial_standard_error`, `mcnemar_discordance_limit` and `mean_difference_discordance_limit`: the noise of a
+  share printed as a mean over n questions, and the largest discordance rate at which a paired difference of two such
+  shares reaches p < α (exact McNemar for one set of questions, normal for a mean over sets);
 - `tost_equivalence`: is a reproduced mean within ±margin of a reported value (statsmodels TOST).
 
 With only the paper's reported means (one value per table cell), no per-item test is possible. What remains
@@ -263,6 +268,69 @@ def holm(p_values: Sequence[float], alpha: float = 0.05) -> tuple[np.ndarray, np
     adjusted = np.empty_like(p)
     adjusted[order] = np.minimum(stepped, 1.0)
     return adjusted, adjusted <= alpha
+
+
+def intersection_union_p(p_values: Sequence[float]) -> float:
+    """The intersection-union test's p of a claim that holds only if every one of its comparisons holds ("A beats every
+    B"): the largest of the comparisons' p-values, each tested at α, with no multiplicity adjustment (Berger 1982; the
+    claim's null is the union of the comparisons' nulls, so rejecting it needs every one rejected)."""
+    p = np.asarray(p_values, dtype=float)
+    if p.ndim != 1 or p.size == 0 or not np.all((p >= 0) & (p <= 1)):
+        raise ValueError(f"p_values must be a non-empty 1-D sequence in [0, 1], got {p_values!r}")
+    return float(p.max())
+
+
+def family_wise_p(p_values: Sequence[float]) -> float:
+    """The p of a claim that holds if at least one of its comparisons holds ("A beats some B", or "some B beats A",
+    which contradicts "A beats every B"): the smallest Holm-adjusted p (`holm`), i.e. the number of comparisons times
+    the smallest p, capped at 1; the family-wise error stays at α."""
+    return float(holm(p_values)[0].min())
+
+
+def binomial_standard_error(rate: float, n: int) -> float:
+    """The standard error √(p(1 − p)/n) of a share `rate` (a fraction) of `n` independent questions: the sampling
+    noise of an EM or answer recall printed as a mean over one test set."""
+    if not 0 <= rate <= 1 or n < 1:
+        raise ValueError(f"need 0 <= rate <= 1 and n >= 1, got {rate} and {n}")
+    return math.sqrt(rate * (1 - rate) / n)
+
+
+def _mcnemar_p(difference_count: int, discordant: int) -> float:
+    return float(sps.binomtest((discordant + difference_count) // 2, discordant, 0.5).pvalue)
+
+
+def mcnemar_discordance_limit(difference: float, n: int, alpha: float = 0.05) -> float:
+    """The largest discordance rate d = (only_a + only_b)/n at which the exact two-sided McNemar test of `n` paired 0/1
+    outcomes whose difference is `difference` (p_a − p_b, a fraction; only_a − only_b = round(|difference|·n)) gives
+    p < `alpha`; NaN when no discordance does. The least discordance that can hold the difference is |difference| (every
+    disagreement one way), so the difference is significant exactly for discordance rates in [|difference|, limit]. At
+    a fixed only_a − only_b the exact p grows with the discordant count (two more fair coin flips spread the walk), so
+    the limit is found by bisection over the counts of the right parity."""
+    if n < 1 or not 0 <= abs(difference) <= 1:
+        raise ValueError(f"need n >= 1 and |difference| <= 1, got {n} and {difference}")
+    k = round(abs(difference) * n)
+    if k == 0 or _mcnemar_p(k, k) >= alpha:
+        return math.nan
+    low, high = 0, (n - k) // 2  # discordant counts k + 2j: p < alpha at j = low, and at j = high or not
+    if _mcnemar_p(k, k + 2 * high) < alpha:
+        return (k + 2 * high) / n
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if _mcnemar_p(k, k + 2 * middle) < alpha else (low, middle)
+    return (k + 2 * low) / n
+
+
+def mean_difference_discordance_limit(difference: float, sizes: Sequence[int], alpha: float = 0.05) -> float:
+    """For the unweighted mean over question sets of sizes n_1..n_k of a paired 0/1 difference (a table's "Average"
+    row of EM over k datasets), the largest common discordance rate d at which the mean difference Δ = `difference`
+    (a fraction) is significant two-sided at `alpha`, by the normal approximation of McNemar in each set: Var(Δ) ≈
+    d·Σ 1/(k²·n_i), so d ≤ Δ² / (z²·Σ 1/(k²·n_i)). NaN when that is below |Δ|, the least discordance that holds Δ."""
+    counts = np.asarray(sizes, dtype=float)
+    if counts.ndim != 1 or counts.size == 0 or np.any(counts < 1) or not 0 <= abs(difference) <= 1:
+        raise ValueError(f"need sizes >= 1 and |difference| <= 1, got {sizes!r} and {difference}")
+    z = sps.norm.ppf(1 - alpha / 2)
+    limit = difference**2 / (z**2 * float(np.sum(1 / (counts.size**2 * counts))))
+    return float(min(limit, 1.0)) if difference != 0 and limit >= abs(difference) else math.nan
 
 
 def tost_equivalence(scores: Sequence[float], reported: float, margin: float) -> SignificanceResult:

@@ -9,12 +9,11 @@ mismatch is reported with the parts of the key that differ.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from pathlib import Path
 
 from repro.config import RetrieverConfig
-from repro.io import model_fingerprint, write_json
+from repro.io import model_fingerprint, read_json_object, write_json
 
 def retriever_key(cfg: RetrieverConfig, query_model: str | None, passage_model: str | None) -> dict:
     models = {"query": model_fingerprint(query_model) if query_model else None,
@@ -29,11 +28,12 @@ def manifest_path(artefact: str | os.PathLike) -> Path:
 
 
 def stale_reason(artefact: str | os.PathLike, key: dict) -> str | None:
-    """None if `artefact` exists with a manifest equal to `key`, else why it cannot be reused."""
+    """None if `artefact` exists with a manifest equal to `key`, else why it cannot be reused; a damaged manifest
+    (cut short, not an object) is an InputError naming it."""
     path = manifest_path(artefact)
     if not Path(artefact).exists() or not path.exists():
         return "not built yet"
-    stored = json.loads(path.read_text(encoding="utf-8"))
+    stored = read_json_object(path)
     if stored == key:
         return None
     changed = sorted(k for k in set(stored) | set(key) if stored.get(k) != key.get(k))

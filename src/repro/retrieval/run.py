@@ -93,7 +93,7 @@ class RetrievalSession:
             return retriever
         retriever = DenseRetriever(rcfg, *encoder_refs(rcfg, self.cfg.name))
         if reason is None:
-            retriever.use_index(load_index(directory / FAISS_FILE))
+            retriever.use_index(load_index(directory / FAISS_FILE, mmap=rcfg.index == "Flat"))  # mapped: 65 GB for e5
             return retriever
         index = retriever.build_index(self.store, self.progress)
         with atomic_dir(directory) as tmp:  # saved before it moves to the GPUs

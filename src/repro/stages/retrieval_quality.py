@@ -5,8 +5,8 @@ runs it, preflight first. What the notebook calls:
 
 from repro.config import load_profile
 from repro.reporting.paper import PAPER_DIR, TABLE_FILES, load_paper_tables
-from repro.reporting.plots import headline, save_figure, save_metrics, save_table
+from repro.reporting.plots import headline, headline_line, save_figure, save_metrics, save_table
 from repro.retrieval.quality import quality_table
 
-__all__ = ["PAPER_DIR", "TABLE_FILES", "headline", "load_paper_tables", "load_profile", "quality_table",
-           "save_figure", "save_metrics", "save_table"]
+__all__ = ["PAPER_DIR", "TABLE_FILES", "headline", "headline_line", "load_paper_tables", "load_profile",
+           "quality_table", "save_figure", "save_metrics", "save_table"]

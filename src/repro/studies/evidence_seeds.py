@@ -27,12 +27,15 @@ they depend on.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import importlib.util
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import scipy.stats as sps
 
 from repro.baselines.lead_sentence import lead_sentence
 from repro.config import Profile, with_overrides
@@ -132,24 +135,69 @@ def scoring_code() -> str:
                         for name in SCORING_MODULES])
 
 
-def cached_items(cfg: Profile, name: str, policy: str, rows: Sequence[dict], progress: bool = True) -> pd.DataFrame:
-    """`score_items`, read from data/<profile>/train/evidence_seeds/scores/<name>.jsonl when its key (the policy's
-    weights, the questions, the settings and the code scoring reads) matches, else computed and written there
-    atomically."""
-    path = layout.train_run_dir(cfg.name, f"{STUDY}/scores") / f"{name}.jsonl"
-    key = fingerprint({"policy": model_fingerprint(policy), "rows": [str(r["id"]) for r in rows],
-                       "code": scoring_code(),
-                       "rewards": dataclasses.asdict(cfg.rewards), "seed": cfg.seed, "inference": cfg.models.inference,
-                       "train": {k: getattr(cfg.train, k) for k in ("max_completion_length", "max_answer_length",
-                                                                     "heldout_backend", "heldout_options")}})
+def scores_path(cfg: Profile, name: str) -> Path:
+    """data/<profile>/train/evidence_seeds/scores/<name>.jsonl: one policy's items (its key beside it, `.key`)."""
+    return layout.train_run_dir(cfg.name, f"{STUDY}/scores") / f"{name}.jsonl"
+
+
+def score_key(cfg: Profile, policy: str, rows: Sequence[dict]) -> str:
+    """What a policy's items depend on: its weights, the questions, the settings scoring reads and its code."""
+    return fingerprint({"policy": model_fingerprint(policy), "rows": [str(r["id"]) for r in rows],
+                        "code": scoring_code(),
+                        "rewards": dataclasses.asdict(cfg.rewards), "seed": cfg.seed, "inference": cfg.models.inference,
+                        "train": {k: getattr(cfg.train, k) for k in ("max_completion_length", "max_answer_length",
+                                                                      "heldout_backend", "heldout_options")}})
+
+
+def scored_items(cfg: Profile, name: str, key: str) -> pd.DataFrame | None:
+    """The items of `name` in `cfg`'s scores (`scores_path`) if they were written under `key`, else None."""
+    path = scores_path(cfg, name)
     key_file = path.with_suffix(".key")
     if path.exists() and key_file.exists() and key_file.read_text(encoding="utf-8") == key:
         return pd.DataFrame(list(read_jsonl(path)), columns=ITEM_COLUMNS)
+    return None
+
+
+def cached_items(cfg: Profile, name: str, policy: str, rows: Sequence[dict], progress: bool = True) -> pd.DataFrame:
+    """`score_items`, read from `scores_path` when its key (`score_key`) matches, else computed and written there
+    atomically."""
+    path, key = scores_path(cfg, name), score_key(cfg, policy, rows)
+    key_file = path.with_suffix(".key")
+    cached = scored_items(cfg, name, key)
+    if cached is not None:
+        return cached
     items = score_items(cfg, policy, rows, progress)
     key_file.unlink(missing_ok=True)  # the key is written last: a kill between the two leaves no stale key
     write_jsonl(path, items.to_dict("records"))
     write_text(key_file, key)
     return items
+
+
+def jsonl_bytes(items: pd.DataFrame) -> bytes:
+    """The bytes `write_jsonl` writes for `items`' records: what a rescoring is compared with."""
+    return "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in items.to_dict("records")).encode("utf-8")
+
+
+def compare_scores(path: Path, items: pd.DataFrame) -> dict:
+    """A policy's cached scores file against the same policy scored again (`items`): byte for byte, and the ids of the
+    questions whose lines differ (a different number of lines: every id of the longer file past the shorter's end)."""
+    cached, repeated = path.read_bytes(), jsonl_bytes(items)
+    old, new = cached.splitlines(), repeated.splitlines()
+    differing = [str(items["id"].iloc[i]) if i < len(items) else f"line {i + 1}"
+                 for i in range(max(len(old), len(new))) if i >= len(old) or i >= len(new) or old[i] != new[i]]
+    return {"file": str(path), "identical": cached == repeated, "questions": len(items),
+            "sha256_cached": hashlib.sha256(cached).hexdigest(),
+            "sha256_repeated": hashlib.sha256(repeated).hexdigest(), "differing_ids": differing}
+
+
+def repeat_scores(cfg: Profile, name: str, policy: str, rows: Sequence[dict], progress: bool = True) -> dict:
+    """The noise floor of one policy (issue #49, deliverable 3): its items scored again from scratch (`score_items`,
+    nothing read from the cache) and compared byte for byte with the cached scores the stage wrote
+    (`compare_scores`), which must have been written for this policy, these questions and these settings."""
+    if scored_items(cfg, name, score_key(cfg, policy, rows)) is None:
+        raise FileNotFoundError(f"{scores_path(cfg, name)}: no scores of {name} for this policy and these questions "
+                                f"to compare with; run `dvc exp run -S profile={cfg.name} evidence_seeds` first")
+    return compare_scores(scores_path(cfg, name), score_items(cfg, policy, rows, progress))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,6 +208,7 @@ class SeedsStudy:
     rows: list[dict]
     fixed_baselines: pd.DataFrame
     items: dict[str, pd.DataFrame]
+    recipe: dict[str, pd.DataFrame] | None = None  # a control arm's recipe arm, by the same names (evidence_placebo)
 
 
 def study_record(cfg: Profile) -> dict:
@@ -186,7 +235,10 @@ def record_study(cfg: Profile, out_dir: str | Path) -> dict:
 
 def run_seeds(cfg: Profile, progress: bool = True) -> SeedsStudy:
     """Train (or resume, or reuse) every seed of `evidence.seeds`, then score the starting policy and each seed's
-    exported extractor on the held-out answerable questions."""
+    exported extractor on the held-out answerable questions. A control arm (`evidence.recipe_profile`) first checks
+    that its recipe arm ran in this clone from the same start (`repro.studies.evidence_placebo.recipe_arm`), reuses
+    the recipe's start scores, and carries the recipe arm's items in `recipe`."""
+    from repro.studies.evidence_placebo import recipe_arm
     from repro.studies.heldout import heldout_rows
     from repro.train.grpo.run import train_extractor
     from repro.train.grpo.warmup import starting_policy
@@ -196,11 +248,14 @@ def run_seeds(cfg: Profile, progress: bool = True) -> SeedsStudy:
     if len(rows) < evidence.heldout_questions:
         raise ValueError(f"profile {cfg.name}: evidence.heldout_questions={evidence.heldout_questions}, but the dev "
                          f"split of {cfg.train.dataset} holds only {len(rows)} answerable questions to hold out")
-    policies = {START: starting_policy(cfg, progress=progress)}
+    start = starting_policy(cfg, progress=progress)
+    recipe = recipe_arm(cfg, start, rows) if evidence.recipe_profile else None  # before any training: fails fast
+    policies = {START: start}
     for seed in evidence.seeds:
         policies[seed_name(seed)] = str(train_extractor(seed_profile(cfg, seed), seed_run(cfg, seed).root).extractor)
-    items = {name: cached_items(cfg, name, policy, rows, progress) for name, policy in policies.items()}
-    return SeedsStudy(rows, policy_baselines(rows, cfg.seed), items)
+    items = {name: recipe[START] if recipe and name == START else cached_items(cfg, name, policy, rows, progress)
+             for name, policy in policies.items()}
+    return SeedsStudy(rows, policy_baselines(rows, cfg.seed), items, recipe)
 
 
 def _trained(items: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
@@ -219,7 +274,8 @@ def evidence_recall(items: dict[str, pd.DataFrame], seed: int = 0) -> pd.DataFra
     summed, exact binomial test, Tango's score interval: `stats.stratified_mcnemar`), with the spread (standard
     deviation) of the per-seed differences. The strata share their questions, so the pooled test counts a question
     once per seed; `item_level_p`, deciding nothing, tests each question's AR averaged over the seeds against the
-    start's (approximate randomization), the unit that generalises to new questions."""
+    start's (approximate randomization), the unit that generalises to new questions, and `seed_level_p` the per-seed
+    differences against 0 (`seed_level_test`), the unit that generalises to new seeds of the recipe."""
     start = items[START]["ar_evidence"].to_numpy(float)
     rows, strata = [], []
     for name, frame in _trained(items).items():
@@ -231,8 +287,23 @@ def evidence_recall(items: dict[str, pd.DataFrame], seed: int = 0) -> pd.DataFra
     per_question = np.mean([trained for trained, _ in strata], axis=0)
     rows.append(_recall_row("pooled", pooled, np.concatenate([t for t, _ in strata]), np.tile(start, len(strata)))
                 | {"seed_sd": float(np.std(differences, ddof=1)) if len(differences) > 1 else float("nan"),
-                   "item_level_p": stats.paired_test(per_question, start, seed=seed).test.p_value})
+                   "item_level_p": stats.paired_test(per_question, start, seed=seed).test.p_value,
+                   "seed_level_p": seed_level_test(differences).p_value if len(differences) > 1 else float("nan")})
     return pd.DataFrame(rows)
+
+
+def seed_level_test(differences: Sequence[float]) -> stats.SignificanceResult:
+    """The seeds as the unit: a two-sided one-sample t-test of the per-seed differences (trained − start) against 0
+    (`scipy.stats.ttest_1samp`, n − 1 degrees of freedom) with its 95% t interval of the mean difference. A statement
+    about the recipe, i.e. about the policy a new seed trains, generalises at this level; with 3 seeds a sign-flip
+    test cannot go below p = 0.25, and the t-test leans on normality it cannot check."""
+    d = np.asarray(differences, dtype=float)
+    if d.ndim != 1 or d.size < 2 or not np.all(np.isfinite(d)):
+        raise ValueError(f"the seed-level test needs at least 2 finite per-seed differences, got {differences!r}")
+    result = sps.ttest_1samp(d, 0.0)
+    interval = result.confidence_interval(0.95)
+    return stats.SignificanceResult("one-sample t-test over seeds", float(d.mean()), float(result.statistic),
+                                    float(result.pvalue), int(d.size), float(interval.low), float(interval.high))
 
 
 def _recall_row(policy: str, test: stats.SignificanceResult, trained: np.ndarray, start: np.ndarray) -> dict:

@@ -33,6 +33,7 @@ from pathlib import Path
 from repro.assets import AssetError, is_hub_id, references, resolve
 from repro.config import ConfigError, Profile, ReleasedCheckConfig
 from repro.data.layout import profile_dir
+from repro.evaluation.methods import released_decoding
 from repro.evaluation.refiners import RationalExtractor
 from repro.evaluation.runner import lengths
 from repro.formulas.metrics import corpus_compression_ratio
@@ -195,12 +196,11 @@ def assess(cfg: Profile, ref: str, key: str, rows: Sequence[dict], outputs: Sequ
 
 def generate(cfg: Profile, pool: ModelPool, path: Path, rows: Sequence[dict]) -> tuple[str, list[str]]:
     """(model id, outputs) of the checkpoint at `path` on `rows`, as method `eviomni_released` produces them: Table 14,
-    greedy, stopped at `</extract>`, the `evaluation` section's budget and batch. The model id is the one its
-    prediction files record (weights fingerprint @ dtype)."""
-    ev = cfg.evaluation
+    greedy, with `released_check`'s stop strings and budget (`released_decoding`) and the `evaluation` section's
+    batch. The model id is the one its prediction files record (weights fingerprint @ dtype)."""
     generator, model_id = pool.get(str(path))
-    extractor = RationalExtractor(generator, model_id,
-                                  GenerationParams(max_new_tokens=ev.evidence_max_new_tokens, batch_size=ev.batch_size))
+    params, stop = released_decoding(cfg, GenerationParams(batch_size=cfg.evaluation.batch_size))
+    extractor = RationalExtractor(generator, model_id, params, stop)
     return model_id, [r.raw if r.raw is not None else r.evidence for r in extractor.refine(rows)]
 
 
@@ -240,7 +240,8 @@ def check_report(cfg: Profile, questions: int, checkpoints: list[dict]) -> dict:
     return {"profile": cfg.name, "passed": all(c["passed"] for c in checkpoints), "dataset": check.dataset,
             "split": check.split, "questions": questions, "length_tokenizer": cfg.models.extractor,
             "decoding": {"backend": ev.backend, "options": ev.options, "dtype": cfg.models.inference,
-                         "max_new_tokens": ev.evidence_max_new_tokens, "template": "Table 14 (repro.formulas.prompts)"},
+                         "max_new_tokens": check.max_new_tokens or ev.evidence_max_new_tokens, "stop": check.stop,
+                         "template": "Table 14 (repro.formulas.prompts)"},
             "checkpoints": checkpoints}
 
 
@@ -254,7 +255,9 @@ def refusal(report: dict, report_path: Path) -> str:
         f"The report is {report_path}. A checkpoint this far from the paper most likely does not follow the prompt as "
         "this project sends it: Table 14 as repro.formulas.prompts assembles it "
         "(system turn \"You are a helpful assistant.\", "
-        "D3; `Passage i (Title: t): text` lines, D1; generation stopped at </extract>). The prompt the released models "
+        f"D3; `Passage i (Title: t): text` lines, D1; generation stopped at "
+        f"{' or '.join(repr(x) for x in report['decoding']['stop'])} within {report['decoding']['max_new_tokens']} "
+        "new tokens, released_check.stop and .max_new_tokens, D216). The prompt the released models "
         "were trained with is not published, only the weights are (digest ambiguity 53), so the tables would measure "
         "that mismatch, not EviOmni. A wrong or damaged download, or an engine that decodes differently (backend, "
         "dtype), gives the same picture. To use the checkpoint anyway, lower or null the floors named above and say "
@@ -278,7 +281,8 @@ def report_markdown(report: dict) -> str:
     out = [f"# Released checkpoints checked before use: {overall}", "",
            f"Profile `{report['profile']}`: {decoding['template']} on {report['questions']} seeded questions of "
            f"`{report['dataset']}/{report['split']}`, decoded as `eviomni_released` ({decoding['backend']}, "
-           f"{decoding['dtype']}, greedy, at most {decoding['max_new_tokens']} new tokens, stopped at `</extract>`); "
+           f"{decoding['dtype']}, greedy, at most {decoding['max_new_tokens']} new tokens, stopped at "
+           f"{' or '.join(repr(s) for s in decoding['stop'])}); "
            f"lengths in tokens of `{report['length_tokenizer']}`'s tokenizer (D13). Floors: `released_check` (D179).",
            ""]
     for c in report["checkpoints"]:

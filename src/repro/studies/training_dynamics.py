@@ -17,6 +17,8 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from repro.reporting import plots
+
 ANSWER_CURVES = {"f1_full": "$o_f$ (full context)", "f1_rationale": "$o_r$ (rationale, evidence masked)",
                  "f1_evidence": "$o_e$ (evidence only)"}
 LENGTH_CURVES = {"len_reason": "reason $r$", "len_extract": "extract $e$", "len_answer": "answer $o_f$"}
@@ -38,6 +40,14 @@ def first_last(log: pd.DataFrame, columns: Sequence[str] = SUMMARY_COLUMNS, wind
                      "last_steps": f"{last.index[0]}-{last.index[-1]}", "last": last.mean(),
                      "change": last.mean() - first.mean()})
     return pd.DataFrame(rows)
+
+
+def curve_headline(table: pd.DataFrame, metric: str) -> dict:
+    """A curve's headline line (`plots.compare`): `metric`'s mean over the last logged steps of `first_last`'s
+    `table` against its mean over the first ones; null values where the run logged none."""
+    rows = table[table["metric"] == metric] if "metric" in table else table
+    values = {"last steps": rows["last"].iloc[0], "first steps": rows["first"].iloc[0]} if len(rows) else {}
+    return plots.compare(values, metric, of="last steps", vs="first steps")
 
 
 def rolling_band(values: pd.Series, window: int, bounds: tuple[float | None, float | None] = (None, None)

@@ -3,9 +3,11 @@
     python -m repro.ops.costs --profile paper-1p5b [--gpu-memory 40] [--gpus 8]
     python -m repro.ops.costs --markdown            # writes docs/gpu-costs.md: the tables of report.PAGE_PROFILES
 
-Nothing here is measured: no GPU was available. Every figure is a formula over the profile's sizes (questions,
-passages, steps, lengths, models) and the `Assumptions` below, computed twice, with an OPTIMISTIC and a PESSIMISTIC
-set, to give a range. The formulas (P = parameters, n = GPUs a stage keeps busy):
+Nothing here is measured, except training where a GPU check is committed (`measured`: `python -m repro.gpucheck`'s
+tokens per second and peak memory replace the assumed throughput and memory formulas of the rows it covers). Every
+figure is a formula over the profile's sizes (questions, passages, steps, lengths, models) and the `Assumptions`
+below, computed twice, with an OPTIMISTIC and a PESSIMISTIC set, to give a range. The formulas (P = parameters,
+n = GPUs a stage keeps busy):
 
 - weights: P x 2 bytes in bf16 on a GPU, P x bytes as stored on the hub on disk; a Flat index: passages x dim x 4
   bytes; the corpus: passages x `PASSAGE_BYTES`; a checkpoint as transformers and DeepSpeed write it
@@ -26,7 +28,7 @@ set, to give a range. The formulas (P = parameters, n = GPUs a stage keeps busy)
   completion); steps = epochs x questions x G / completions per step;
 - encoding the corpus: 2P x passages x passage tokens over the node's GPUs (a copy of the encoder on each, at
   `dp_efficiency`), the questions on one; Flat search: 2 x queries x passages x dim FLOPs over the node's GPUs
-  (faiss-gpu shards the index);
+  (the index sharded over them, D214);
 - GPU memory per GPU: GRPO's model states under ZeRO stage z (0: 16P; 2: 2P + 14P/n; 3: 16P/n), a bf16 reference
   model, checkpointed activations (micro-batch x sequence x hidden x (2 x layers + 34) bytes), fp32 log-probs over
   the completion (micro-batch x completion x vocab x 4) and the colocated vLLM share x card; an inference stage:
@@ -46,9 +48,10 @@ not estimated (`covers`).
 
 The package's modules follow the model's parts: `model` (assumptions, shapes, formulas, a profile's sizes), `stages`
 (one cost function per priced stage, named by its row in repro.registry.STAGES), `report` (the estimate, totals and
-tables), `disk` (what the stages still write, for the preflight) and `__main__` (the command line).
+tables), `measured` (a GPU check's training figures), `disk` (what the stages still write, for the preflight) and
+`__main__` (the command line).
 """
 
-from repro.ops.costs import disk, model, report, stages
+from repro.ops.costs import disk, measured, model, report, stages
 
-__all__ = ["disk", "model", "report", "stages"]
+__all__ = ["disk", "measured", "model", "report", "stages"]

@@ -11,6 +11,7 @@ from repro.config import Profile
 from repro.config import launchers
 from repro.generation import sharding
 from repro.ops import remote
+from repro.ops.costs.measured import Measured
 from repro.registry import METHODS
 
 
@@ -108,7 +109,7 @@ class Assumptions:
     hf_step_overhead: float  # s per step of transformers' generate (SEER's sampler)
     generated_fraction: float  # mean new tokens / max new tokens of sampled and free-form outputs
     pad_to_max: bool  # training batches padded to the longest completion, encoder batches to max_length
-    search_flops: float  # faiss-gpu Flat search, FLOP/s per GPU
+    search_flops: float  # Flat search (a matrix product per shard, D214), FLOP/s per GPU
     dp_efficiency: float  # n GPUs doing n slices of one job, each with a whole copy of the model, reach n x this
     sync_seconds_per_gb: float  # GRPO: the policy's weights into the colocated vLLM engine, per generation batch
     stage_start: float  # s: a process, its imports (torch, transformers, vLLM), the papermill kernel
@@ -118,6 +119,7 @@ class Assumptions:
     disk_read: float  # bytes/s of weights read from local disk
     download: float  # bytes/s from the hub
     api_tokens_per_second: float  # one request to an OpenAI-compatible API (the AR study's teacher)
+    measured: Measured | None = None  # training figures of a GPU check, in place of train_mfu and the memory formulas
 
 
 OPTIMISTIC = Assumptions(

@@ -10,7 +10,8 @@ from repro.config import launchers
 from repro.io import pipeline_stages
 from repro.ops import remote
 from repro.ops.costs.model import Assumptions, GB, OPTIMISTIC, PESSIMISTIC, node_gpus
-from repro.ops.costs.stages import light_stage, priced_stages, stage_cost
+from repro.ops.costs.measured import CHECK_DIR, Measured, committed
+from repro.ops.costs.stages import light_stage, measured_stages, priced_stages, stage_cost
 from repro.registry import STAGES
 
 
@@ -36,12 +37,15 @@ def without_starts(a: Assumptions) -> Assumptions:
                                disk_read=math.inf)
 
 
-def estimate(cfg: Profile, card: float = 80 * GB, bounds: tuple[Assumptions, Assumptions] = (OPTIMISTIC, PESSIMISTIC)
-             ) -> list[Estimate]:
+def estimate(cfg: Profile, card: float = 80 * GB, bounds: tuple[Assumptions, Assumptions] = (OPTIMISTIC, PESSIMISTIC),
+             measured: Measured | None = None) -> list[Estimate]:
     """One row per stage the profile gives work, under the two `bounds`, then one for the light stages; a profile the
-    model does not estimate (`covers`) is a ValueError that says why."""
+    model does not estimate (`covers`) is a ValueError that says why. With `measured`, the training of the rows it
+    covers (`stages.measured_stages`) takes its figures, and their notes say so."""
     if reason := uncovered(cfg):
         raise ValueError(reason)
+    bounds = tuple(dataclasses.replace(a, measured=measured) for a in bounds)
+    replaced = measured_stages(cfg, measured) if measured else set()
     ranged = [costed for stage in priced_stages()
               if None not in (costed := tuple(stage_cost(cfg, stage, a, card) for a in bounds))]
     light = [name for name in pipeline_stages() if name not in {high.stage for _, high in ranged}]
@@ -50,8 +54,9 @@ def estimate(cfg: Profile, card: float = 80 * GB, bounds: tuple[Assumptions, Ass
         problems = tuple(f"{high.stage}: {p}" for p in high.problems) or (  # engine problems say why already
             (f"{high.stage}: about {high.memory / GB:.0f} GB per GPU > {card / GB:.0f} GB; {high.hint}",)
             if high.memory > card else ())
+        note = f"{high.note}; training MEASURED" if high.stage in replaced else high.note
         rows.append(Estimate(high.stage, high.gpus, (low.wall, high.wall), (low.gpu_seconds, high.gpu_seconds),
-                             high.disk, high.memory, high.note, problems, high.scratch))
+                             high.disk, high.memory, note, problems, high.scratch))
     return rows
 
 
@@ -71,10 +76,10 @@ def totals(rows: list[Estimate], extra_runs: bool = True, node: int = 1) -> dict
             "memory": max((r.memory for r in chosen), default=0)}
 
 
-def start_seconds(cfg: Profile, card: float = 80 * GB) -> tuple[float, float]:
+def start_seconds(cfg: Profile, card: float = 80 * GB, measured: Measured | None = None) -> tuple[float, float]:
     """The part of the total wall time that process and engine starts take, which no smaller size removes."""
-    work = totals(estimate(cfg, card, (without_starts(OPTIMISTIC), without_starts(PESSIMISTIC))))["wall"]
-    return tuple(t - w for t, w in zip(totals(estimate(cfg, card))["wall"], work))
+    work = totals(estimate(cfg, card, (without_starts(OPTIMISTIC), without_starts(PESSIMISTIC)), measured))["wall"]
+    return tuple(t - w for t, w in zip(totals(estimate(cfg, card, measured=measured))["wall"], work))
 
 
 def held_gpus(cfg: Profile, gpus: int | None = None) -> int:
@@ -112,15 +117,19 @@ def ablation_line(cfg: Profile, rows: list[Estimate], unit: float, label: str, n
             f"\"not requested\".")
 
 
-def table(cfg: Profile, card: float = 80 * GB, gpus: int | None = None, legend: bool = True) -> str:
+def table(cfg: Profile, card: float = 80 * GB, gpus: int | None = None, legend: bool = True,
+          measured: Measured | None = None) -> str:
     """The estimate as a markdown table with totals (with and without the studies of extra GRPO runs), then what
-    Table 3's ablation costs and what does not fit; `gpus`: the node's GPUs (default: `node_gpus`)."""
-    rows, node = estimate(cfg, card), held_gpus(cfg, gpus)
+    Table 3's ablation costs and what does not fit; `gpus`: the node's GPUs (default: `node_gpus`); `measured`: a GPU
+    check's training figures in place of the assumed ones, where they apply."""
+    rows, node = estimate(cfg, card, measured=measured), held_gpus(cfg, gpus)
     unit, label = (60, "min") if totals(rows)["wall"][1] < 4 * 3600 else (3600, "h")
     option = f" --gpus {gpus}" if gpus is not None else ""
-    lines = [f"`{cfg.name}`: ESTIMATES on one node of {node} A100 GPU(s) of {card / GB:.0f} GB "
+    what = (f"the rows marked 'training MEASURED' train at the tokens per second and memory `python -m repro.gpucheck` "
+            f"measured on {measured.gpu} ({measured.source}), everything else ESTIMATES" if measured else "ESTIMATES")
+    lines = [f"`{cfg.name}`: {what} on one node of {node} A100 GPU(s) of {card / GB:.0f} GB "
              f"(optimistic-pessimistic; `python -m repro.ops.costs --profile {cfg.name} --gpu-memory {card / GB:.0f}"
-             f"{option}`)", "",
+             f"{option}{f' --measured {measured.source}' if measured else ''}`)", "",
              f"| stage | GPUs busy | GPU-{label} busy | GPU-{label} held | GPU-{label} idle | wall {label} | disk GB | "
              "GB per GPU | notes |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
@@ -136,7 +145,8 @@ def table(cfg: Profile, card: float = 80 * GB, gpus: int | None = None, legend: 
         lines.append(f"| **{name}** | | {_range(t['gpu_seconds'], unit)} | {_range(t['held'], unit)} | "
                      f"{_range(idle, unit)} | {_range(t['wall'], unit)} | {t['disk'] / GB:.0f} | "
                      f"{t['memory'] / GB:.0f} | |")
-    lines.append(f"| of the total, process and engine starts | | | | | {_range(start_seconds(cfg, card), unit)} | | "
+    starts = _range(start_seconds(cfg, card, measured), unit)
+    lines.append(f"| of the total, process and engine starts | | | | | {starts} | | "
                  "| |")
     lines += ["", *([LEGEND, ""] if legend else []), ablation_line(cfg, rows, unit, label, node)]
     problems = list(dict.fromkeys(p for r in rows for p in r.problems))
@@ -148,19 +158,29 @@ def table(cfg: Profile, card: float = 80 * GB, gpus: int | None = None, legend: 
 # --- the generated page ------------------------------------------------------------------------------------
 
 PAGE = Path("docs/gpu-costs.md")
-PAGE_PROFILES = ("paper-1p5b", "paper-7b", "gpu-smoke", "gpu-smoke-2gpu")
+PAGE_PROFILES = ("paper-1p5b", "paper-7b", "gpu-smoke", "gpu-smoke-2gpu", "gpu-smoke-7b-2gpu", "released-1p5b")
 PAGE_COMMAND = "python -m repro.ops.costs --markdown"
 
 
-def markdown(params_path: str | Path = "params.yaml") -> str:
-    """docs/gpu-costs.md: the tables of PAGE_PROFILES on 80 GB cards, under a line saying how it is made."""
-    head = [f"<!-- Generated by `{PAGE_COMMAND}` from params.yaml and src/repro/ops/costs/; do not edit: rerun it "
-            f"(tests/test_costs.py fails while this page differs from its output). -->", "",
+def markdown(params_path: str | Path = "params.yaml", check_dir: str | Path = CHECK_DIR) -> str:
+    """docs/gpu-costs.md: the tables of PAGE_PROFILES on 80 GB cards, under a line saying how it is made; then, for
+    each GPU check committed under `check_dir`, the same tables with its measured training figures."""
+    checks = committed(check_dir)
+    source = (f"Every row is an ESTIMATE except the training of the rows marked 'training MEASURED' in the tables "
+              f"after the first set, which take the tokens per second and memory that `python -m repro.gpucheck` "
+              f"measured on {', '.join(m.gpu for m in checks)} ({', '.join(m.source for m in checks)}); their "
+              f"rollouts, "
+              f"evaluation and starts stay estimates." if checks else
+              f"Every number here is an ESTIMATE: no GPU check is committed under {check_dir}/ "
+              f"(`python -m repro.gpucheck` on a GPU writes one, docs/gpu.md).")
+    head = [f"<!-- Generated by `{PAGE_COMMAND}` from params.yaml, src/repro/ops/costs/ and {check_dir}/; do not edit: "
+            f"rerun it (tests/test_costs.py fails while this page differs from its output). -->", "",
             "# GPU costs (estimates)", "",
-            "Every number here is an ESTIMATE: nothing ran on a GPU. The formulas and their two sets of assumptions "
-            "(optimistic-pessimistic) are in `src/repro/ops/costs/` (D137); `python -m repro.ops.costs --profile P "
-            "[--gpu-memory 40] [--gpus N]` prints one profile's table.", "", LEGEND, ""]
-    tables = [table(load_profile(name, params_path), legend=False) for name in PAGE_PROFILES]
+            f"{source} The formulas and their two sets of assumptions (optimistic-pessimistic) are in "
+            "`src/repro/ops/costs/` (D137); `python -m repro.ops.costs --profile P [--gpu-memory 40] [--gpus N] "
+            "[--measured CHECK.json]` prints one profile's table.", "", LEGEND, ""]
+    tables = [table(load_profile(name, params_path), legend=False, measured=m)
+              for m in (None, *checks) for name in PAGE_PROFILES]
     return "\n".join(head) + "\n" + "\n\n".join(tables) + "\n"
 
 

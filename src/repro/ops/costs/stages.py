@@ -10,6 +10,7 @@ from repro.assets import is_hub_id
 from repro.config import EvaluationConfig, LoRASFTConfig, Profile, is_main_design_run, is_main_run, launchers
 from repro.io import pipeline_stages
 from repro.ops import remote
+from repro.ops.costs.measured import Measured
 from repro.ops.costs.model import (ANSWER_TOKENS, Assumptions, DEFAULT_SHARE, GB, GZIP_RATIO, INSTRUCTION_TOKENS,
                                    LLM_REFINERS, OWN_ENGINE, PASSAGE_BYTES, PASSAGE_TOKENS, RESULT_BYTES, Shape,
                                    WIKI18_PASSAGES, calls_seconds, capped, checkpoint_bytes, corpus_passages,
@@ -120,7 +121,9 @@ def grpo_wall(cfg: Profile, a: Assumptions, max_steps: int | None = None, subset
     completion = t.max_completion_length if a.pad_to_max else mean
     flops = 6 + 2 * t.gradient_checkpointing + 2 * (t.beta > 0) + 2 * (spg > t.gradient_accumulation_steps
                                                                        or t.num_iterations > 1)
-    step = train_seconds(s, a, completions * (prompt + completion) * t.num_iterations, flops, n)
+    tokens = completions * (prompt + completion) * t.num_iterations
+    measured = a.measured.run("grpo", s.params) if a.measured else None  # one GPU's tokens per second, measured
+    step = tokens / n / measured.tokens_per_second if measured else train_seconds(s, a, tokens, flops, n)
     dev = math.ceil(capped(questions(cfg, t.dataset, "dev"), t.dev_max_questions) / n)
     evaluations = 0 if t.selection_metric is None else int(t.evaluate_initial) + math.ceil(steps / t.save_steps)
     wall = (generations * (rollouts(t.per_device_batch_size * spg) + s.weights / GB * a.sync_seconds_per_gb)
@@ -128,15 +131,26 @@ def grpo_wall(cfg: Profile, a: Assumptions, max_steps: int | None = None, subset
     return wall + (a.stage_start if t.accelerate_config else 0), steps  # accelerate launches its own workers
 
 
-def grpo_memory(cfg: Profile, card: float) -> float:
+def model_states(p: float, zero: int, n: int) -> float:
+    """Bytes per GPU of a bf16 model's weights, gradients and fp32 Adam states under ZeRO stage `zero` on n GPUs."""
+    return {0: 16 * p, 1: 4 * p + 12 * p / n, 2: 2 * p + 14 * p / n, 3: 16 * p / n}[zero]
+
+
+def grpo_memory(cfg: Profile, card: float, measured: Measured | None = None) -> float:
+    """The formula of the module docstring; with a measured GRPO step of the same model, its peak (one process, the
+    colocated engine's share left out) with the model states resharded over the node's GPUs, plus the engine."""
     t, s, n = cfg.train, shape(cfg.models.extractor), node_gpus(cfg)
     p = s.params
-    states = {0: 16 * p, 1: 4 * p + 12 * p / n, 2: 2 * p + 14 * p / n, 3: 16 * p / n}[zero_stage(cfg)]
+    colocated = t.vllm_gpu_memory_utilization * card if t.use_vllm and t.vllm_mode == "colocate" else 0
+    run = measured.run("grpo", p) if measured else None
+    if run:
+        zero = zero_stage(cfg)
+        return run.peak_bytes - model_states(p, zero, run.processes) + model_states(p, zero, n) + colocated
+    states = model_states(p, zero_stage(cfg), n)
     reference = (2 * p / (n if zero_stage(cfg) == 3 else 1)) if t.beta > 0 else 0
     tokens = t.per_device_batch_size * (prompt_tokens(cfg.retrieval.topk) + t.max_completion_length)
     activations = tokens * s.hidden * (2 * s.layers + 34 if t.gradient_checkpointing else 34 * s.layers)
     logprobs = t.per_device_batch_size * t.max_completion_length * s.vocab * 4
-    colocated = t.vllm_gpu_memory_utilization * card if t.use_vllm and t.vllm_mode == "colocate" else 0
     return states + reference + activations + logprobs + colocated
 
 
@@ -165,7 +179,7 @@ def train_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
     wall, steps = grpo_wall(cfg, a, cfg.train.max_steps)
     n, (disk, scratch) = node_gpus(cfg), grpo_disk(cfg, steps)
     wall += a.stage_start
-    return StageCost("train_eviomni", n, wall, wall * n, disk, grpo_memory(cfg, card), f"{steps:,} steps",
+    return StageCost("train_eviomni", n, wall, wall * n, disk, grpo_memory(cfg, card, a.measured), f"{steps:,} steps",
                      GRPO_HINT, grpo_problems(cfg, card), scratch)
 
 
@@ -188,8 +202,15 @@ def lora_seconds(a: Assumptions, sft: LoRASFTConfig, model: str, examples: int, 
     runs it trains one after the other."""
     s = shape(model)
     seen, _ = lora_examples(sft, examples)
-    return s.weights / a.disk_read + spread(train_seconds(s, a, seen * tokens, flops_per_param, 1),
-                                            lora_processes(sft), a)
+    measured = a.measured.run(lora_kind(flops_per_param), s.params) if a.measured else None
+    one_gpu = (seen * tokens / measured.tokens_per_second if measured
+               else train_seconds(s, a, seen * tokens, flops_per_param, 1))
+    return s.weights / a.disk_read + spread(one_gpu, lora_processes(sft), a)
+
+
+def lora_kind(flops_per_param: float) -> str:
+    """The measured run that prices a LoRA run of `flops_per_param`: SFT (4P) or DPO (6P, the reference forward)."""
+    return "sft" if flops_per_param == 4 else "dpo"
 
 
 def lora_disk(sft: LoRASFTConfig, model: str, examples: int) -> tuple[float, float]:
@@ -202,10 +223,15 @@ def lora_disk(sft: LoRASFTConfig, model: str, examples: int) -> tuple[float, flo
                     sft.save_total_limit, adapter * (4 if zero is None else 2))
 
 
-def lora_memory(sft: LoRASFTConfig, model: str, tokens: float, sequences: int = 1) -> float:
+def lora_memory(sft: LoRASFTConfig, model: str, tokens: float, sequences: int = 1,
+                measured: Measured | None = None) -> float:
     """bf16 weights, activations without checkpointing and fp32 logits of a micro-batch of the longest examples
-    (longer ones than max_length are dropped), each example `sequences` sequences (DPO: chosen and rejected)."""
+    (longer ones than max_length are dropped), each example `sequences` sequences (DPO: chosen and rejected); or the
+    peak of a measured step of the same model and kind."""
     s = shape(model)
+    run = measured.run("dpo" if sequences == 2 else "sft", s.params) if measured else None
+    if run:
+        return run.peak_bytes
     return s.weights + sequences * sft.per_device_batch_size * min(tokens, sft.max_length) * (
         s.hidden * 34 * s.layers + s.vocab * 4)
 
@@ -220,7 +246,8 @@ def qa_generator_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
                                             sum(per_question) / len(per_question))  # the stage's and the launch's
     disk, scratch = lora_disk(q, cfg.models.generator, n * len(per_question))
     gpus = lora_processes(q)
-    return StageCost("qa_generator", gpus, wall, wall * gpus, disk, lora_memory(q, cfg.models.generator, long),
+    return StageCost("qa_generator", gpus, wall, wall * gpus, disk,
+                     lora_memory(q, cfg.models.generator, long, measured=a.measured),
                      f"{n * len(per_question):,} examples",
                      "halve qa_generator.per_device_batch_size and double gradient_accumulation_steps", (), scratch)
 
@@ -232,7 +259,8 @@ def filco_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
     wall = 2 * a.stage_start + lora_seconds(a, f, cfg.models.extractor, n, tokens)  # the stage's and the launch's
     disk, scratch = lora_disk(f, cfg.models.extractor, n)
     gpus = lora_processes(f)
-    return StageCost("filco_train", gpus, wall, wall * gpus, disk, lora_memory(f, cfg.models.extractor, tokens),
+    return StageCost("filco_train", gpus, wall, wall * gpus, disk,
+                     lora_memory(f, cfg.models.extractor, tokens, measured=a.measured),
                      f"{n:,} examples", "halve filco.per_device_batch_size and double gradient_accumulation_steps",
                      (), scratch)
 
@@ -265,7 +293,8 @@ def seer_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
         memory = s.weights + generator.weights + running * (prompt + sr.max_new_tokens) * s.kv_per_token
         problems, hint = (), "lower seer.batch_size"
     pair_tokens = 2 * (prompt + a.generated_fraction * sr.max_new_tokens)
-    dpo_memory = lora_memory(sr, cfg.models.extractor, pair_tokens / 2, sequences=2)  # after the sampling
+    # after the sampling
+    dpo_memory = lora_memory(sr, cfg.models.extractor, pair_tokens / 2, sequences=2, measured=a.measured)
     if dpo_memory > memory:
         memory, hint = dpo_memory, "halve seer.per_device_batch_size and double gradient_accumulation_steps"
     dpo = a.stage_start + lora_seconds(a, sr, cfg.models.extractor, n * sr.max_pairs_per_question, pair_tokens, 6)
@@ -372,7 +401,7 @@ def trained_extractors_cost(cfg: Profile, a: Assumptions, card: float, stage: st
     evaluation = study_cost(cfg, a, card, "", ev, sets * extractors, extra_engines=extractors - 1)
     train = sum(wall for wall, _ in runs)
     note = f"{len(runs)} GRPO run(s)" + (f" of {runs[0][1]:,} steps" if runs else "") + reused
-    grpo = (grpo_memory(cfg, card), grpo_problems(cfg, card)) if runs else (0.0, ())
+    grpo = (grpo_memory(cfg, card, a.measured), grpo_problems(cfg, card)) if runs else (0.0, ())
     disks = [grpo_disk(cfg, steps) for _, steps in runs]
     return StageCost(stage, n, train + evaluation.wall, train * n + evaluation.gpu_seconds, sum(d for d, _ in disks),
                      max(grpo[0], evaluation.memory), note, f"{GRPO_HINT}; {evaluation.hint}",
@@ -407,7 +436,7 @@ def length_tuning_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
     pairs = len(lt.tau) * len(lt.gamma)
     wall, steps = grpo_wall(cfg, a, lt.max_steps)
     total = a.stage_start + pairs * wall
-    return StageCost("length_tuning", n, total, total * n, 0, grpo_memory(cfg, card),
+    return StageCost("length_tuning", n, total, total * n, 0, grpo_memory(cfg, card, a.measured),
                      f"{pairs} GRPO runs of {steps:,} steps", GRPO_HINT, grpo_problems(cfg, card),
                      sum(grpo_disk(cfg, steps)))
 
@@ -422,6 +451,8 @@ def agentic_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
     the end: an upper bound); with the extractor, one extraction call per search on its replicas; Eval-RAR's
     evaluation step written separately, one more generation per search."""
     ag = cfg.agentic
+    if not cfg.models.agents:
+        return None  # no agent to run (released-1p5b)
     items = [capped(questions(cfg, d, ag.split), ag.n_items) for d in ag.datasets]
     chunk = AGENTIC_CHUNK_BATCHES * ag.batch_size
     extractor = shape(ag.extractor or cfg.models.released_extractor or cfg.models.extractor)
@@ -447,7 +478,7 @@ def agentic_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
                             node_gpus(cfg))
     agent_share = ag.agent_options.get("gpu_memory_utilization", DEFAULT_SHARE)
     extractor_share = ag.extractor_options.get("gpu_memory_utilization", DEFAULT_SHARE)
-    memory = (agent_share + extractor_share) * card + n * dim * 2 / node_gpus(cfg)  # fp16 index shard (faiss-gpu)
+    memory = (agent_share + extractor_share) * card + n * dim * 2 / node_gpus(cfg)  # fp16 index shard (D214)
     key = f"params.yaml: profiles.{cfg.name}.agentic"
     problems = engine_problems(f"{key}.agent_options + extractor_options", [
         (max((shape(m) for m in cfg.models.agents), key=lambda x: x.params), agent_share, tp),
@@ -490,7 +521,8 @@ def ar_train_stage(cfg: Profile, a: Assumptions, card: float) -> StageCost:
     disk, scratch = lora_disk(ar.sft, ar.student, n)  # each of the two runs, one after the other
     gpus = lora_processes(ar.sft)
     return StageCost("ar_study_train", gpus, a.stage_start + sft, sft * gpus, 2 * disk,
-                     lora_memory(ar.sft, ar.student, tokens), f"2 LoRA runs of at most {n:,} examples",
+                     lora_memory(ar.sft, ar.student, tokens, measured=a.measured),
+                     f"2 LoRA runs of at most {n:,} examples",
                      "halve ar_study.sft.per_device_batch_size and double gradient_accumulation_steps", (), scratch)
 
 
@@ -546,6 +578,19 @@ def light_stage(names: Sequence[str], a: Assumptions) -> StageCost:
     so. Each costs its process start."""
     return StageCost(f"{len(names)} light stages", 0, len(names) * a.light_stage_start, 0, 0, 0,
                      "CPU: " + ", ".join(names))
+
+
+GRPO_STAGES = ("train_eviomni", "ablation_answer_rewards", "reward_designs", "length_tuning")
+
+
+def measured_stages(cfg: Profile, m: Measured) -> set[str]:
+    """The stages whose training time and memory `m` replaces: those training a model of a measured shape and kind."""
+    extractor = shape(cfg.models.extractor).params
+    rows = set(GRPO_STAGES) if cfg.train and m.run("grpo", extractor) else set()
+    lora = {"qa_generator": ("sft", cfg.models.generator), "filco_train": ("sft", cfg.models.extractor),
+            "seer_train": ("dpo", cfg.models.extractor),
+            "ar_study_train": ("sft", cfg.ar_study.student if cfg.ar_study else None)}
+    return rows | {stage for stage, (kind, model) in lora.items() if model and m.run(kind, shape(model).params)}
 
 
 FETCH = "fetch"  # `python -m repro.ops.remote fetch`, before `dvc repro`: the one priced step that is no dvc.yaml stage

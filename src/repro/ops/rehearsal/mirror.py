@@ -43,7 +43,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from repro.io import atomic_dir, write_json
+from repro.io import atomic_dir, read_json_object, write_json
 from repro.ops.rehearsal.content import QUESTIONS, build_content, flashrag_rows
 from repro.ops.rehearsal.files import Files, commit_of, jsonl_bytes, readme, sha256
 from repro.ops.rehearsal.repos import (CAUSAL_LMS, causal_lm_repo, deberta_mnli_repo, dpr_repo, e5_index, e5_repo,
@@ -177,4 +177,4 @@ def build_mirror(root: str | Path, seed: int = 0, log: Callable[[str], None] = p
             root.rmdir()
         repos = build_repos(seed, log)
         write_mirror(root, repos, seed)
-    return json.loads((root / MANIFEST).read_text(encoding="utf-8"))
+    return read_json_object(root / MANIFEST)

@@ -31,8 +31,9 @@ class RehearsalError(RuntimeError):
     """A step of the rehearsal failed; the message names the command."""
 
 
-def scratch_copy(workdir: Path) -> None:
-    """The repository's tracked and unignored files, copied into `workdir`, with `profile: rehearsal` selected."""
+def scratch_copy(workdir: Path, profile: str = PROFILE, git_init: bool = True) -> None:
+    """The repository's tracked and unignored files, copied into `workdir` (a new git repository with `git_init`),
+    with `profile` selected."""
     listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard", "-z"], cwd=ROOT,
                             check=True, capture_output=True, text=True).stdout
     for name in filter(None, listed.split("\0")):
@@ -40,8 +41,9 @@ def scratch_copy(workdir: Path) -> None:
             (workdir / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(ROOT / name, workdir / name)
     params = workdir / "params.yaml"
-    params.write_text(re.sub(r"^profile: .*$", f"profile: {PROFILE}", params.read_text(), count=1, flags=re.M))
-    subprocess.run(["git", "init", "-q"], cwd=workdir, check=True)
+    params.write_text(re.sub(r"^profile: .*$", f"profile: {profile}", params.read_text(), count=1, flags=re.M))
+    if git_init:
+        subprocess.run(["git", "init", "-q"], cwd=workdir, check=True)
 
 
 class Clock:

@@ -10,6 +10,8 @@
     passages_length                          mean L_P
     kl, clip_frac, std_clip_frac             KL to the reference, fraction of clipped tokens (PPO ε),
                                              fraction of groups whose std was floored at ε_std
+    group_reward_std                         mean population std of the rewards in a group, before the ε_std
+                                             floor (under the placebo design, of the permuted rewards)
     loss, grad_norm, learning_rate, entropy, completion_length, truncated_frac, step_time
 
 `dev_eval.jsonl` has one row per dev evaluation (greedy decoding, the same terms without the TRL ones).
@@ -30,7 +32,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from repro.io import InputError, detach, write_jsonl
+from repro.io import InputError, detach, read_json_object, write_jsonl
 
 TRL_COLUMNS = {  # key in TRL's logs -> column of train_log.jsonl
     "kl": "kl", "clip_ratio/region_mean": "clip_frac", "loss": "loss", "grad_norm": "grad_norm",
@@ -73,7 +75,7 @@ class TrainRun:
         return self.root / "run_config.json"
 
     def selection(self) -> dict:
-        return json.loads(self.selection_file.read_text(encoding="utf-8"))
+        return read_json_object(self.selection_file)
 
 
 def train_log_row(logs: dict, step: int, wall_time: float) -> dict:

@@ -35,6 +35,7 @@ class RolloutScore:
     len_extract: int
     len_answer: int
     passages_length: float
+    answer_term: float  # λ1·R^ans, the answer term of `final` (what the placebo design permutes)
 
     def summary(self) -> dict[str, float]:
         """Flat metric names, as logged per step (`train_log.jsonl`) and per dev evaluation."""
@@ -56,11 +57,12 @@ def score_rollout(text: str, o_r: str | None, o_e: str | None, golden_answers: S
         raise ValueError(f"the answer subset {list(cfg.answer_subset)} needs the answers {missing}")
     breakdown = rewards.score_response(text, [o or "" for o in outputs.values()], golden_answers,
                                        passages_length, cfg, tokenizer, REWARD_DESIGNS[cfg.design].answer_metric)
+    answer_term = rewards.answer_term(breakdown.answer, cfg.weights, cfg.answer_subset)
     f1, em = ({k: (score(tags.extract_answer(o), golden_answers) if o is not None else math.nan)
                for k, o in outputs.items()} for score in (metrics.f1, metrics.exact_match))
     return RolloutScore(f1, em, breakdown.rationale_length, breakdown.evidence_length, breakdown.format,
                         breakdown.final, breakdown.L_r, breakdown.L_e,
-                        metrics.text_length(rollout.answer, cfg.length_unit, tokenizer), breakdown.L_P)
+                        metrics.text_length(rollout.answer, cfg.length_unit, tokenizer), breakdown.L_P, answer_term)
 
 
 def mean_summary(scores: Sequence[RolloutScore]) -> dict[str, float]:
@@ -76,14 +78,19 @@ class DesignReward:
     terms through TRL's `log_metric`, under `eviomni/<name>`, which is how they reach the per-step log: for a design
     with `eq5_terms`, every term of Eq. 5 (`RolloutScore.summary`), else EM and R^fmt of o_f; and the design's reward
     (`reward_<design>`) unless it is Eq. 5's R^final itself. `nli` is the entailment scorer of the designs that need one
-    (repro.nli, loaded by the caller)."""
+    (repro.nli, loaded by the caller). After each call, `answer_terms` holds each completion's λ1·R^ans for a design
+    whose row has `answer_permuted` (the trainer permutes them within each group, on every process's rollouts), else
+    None."""
 
     def __init__(self, cfg: RewardsConfig, tokenizer, nli: rewards.NLIScorer | None = None):
         design = REWARD_DESIGNS[cfg.design]
+        if design.answer_permuted and not design.eq5_terms:
+            raise ValueError(f"rewards.design={cfg.design!r}: permuting the answer term needs Eq. 5's terms")
         if "nli" in design.requires and nli is None:
             raise ValueError(f"rewards.design={cfg.design!r} needs an NLI scorer (rewards.nli_model)")
         self.cfg, self.tokenizer, self.nli, self.design = cfg, tokenizer, nli, design
         self.__name__ = design.name
+        self.answer_terms: list[float] | None = None
 
     def __call__(self, completions: list, golden_answers: list, passages_length: list, o_r: list, o_e: list,
                  log_metric: Callable[[str, float], None] | None = None, **columns) -> list[float]:
@@ -96,6 +103,7 @@ class DesignReward:
         scores = ([score_rollout(t, r, e, gold, lp, self.cfg, self.tokenizer)
                    for t, r, e, gold, lp in zip(texts, o_r, o_e, golden_answers, passages_length, strict=True)]
                   if self.design.eq5_terms else None)
+        self.answer_terms = [s.answer_term for s in scores] if self.design.answer_permuted else None
         values = [s.final for s in scores] if self.design.is_eq5 else [
             rewards.design_reward(self.cfg.design, text, golden_answers[i], self.cfg, o_r=o_r[i], o_e=o_e[i],
                                   tokenizer=self.tokenizer, nli=self.nli,

@@ -23,7 +23,6 @@ through `accelerate launch` (repro.train.launch: multi-GPU, DeepSpeed); otherwis
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import shutil
 import warnings
@@ -41,7 +40,7 @@ from repro.config import Profile, RewardsConfig, TrainConfig
 from repro.data import layout
 from repro.generation import attention  # noqa: F401  (registers sdpa_grouped_decode)
 from repro.generation.adapters import merged_model
-from repro.io import fingerprint, write_json
+from repro.io import fingerprint, read_json_object, write_json
 from repro.nli import NLIScorer
 from repro.registry import REWARD_DESIGNS
 from repro.train.checkpoints import TRAINER_STATE, last_checkpoint, recorded_fingerprint
@@ -134,7 +133,7 @@ def export_checkpoint(checkpoint: Path, out: Path, dtype: str | None = None) -> 
         if item.is_file() and item.name not in skipped and not item.name.startswith("rng_state"):
             shutil.copy2(item, tmp / item.name)
     if adapter:
-        base = json.loads((checkpoint / "adapter_config.json").read_text(encoding="utf-8"))["base_model_name_or_path"]
+        base = read_json_object(checkpoint / "adapter_config.json")["base_model_name_or_path"]
         merged_model(base, checkpoint, dtype).save_pretrained(tmp, safe_serialization=True)
     if out.exists():
         out.rename(old)

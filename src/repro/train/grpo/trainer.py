@@ -8,7 +8,9 @@
    are plain text handed to the reward function; they never enter the loss (ỹ = {r, e, o_f}).
 2. Advantages are std-clipped (Eq. 7): (R − mean_group) / max(std_group, ε_std) with the population std,
    computed on the rewards TRL has gathered from every process for the whole generation batch, so a group
-   split across processes or gradient-accumulation steps is normalised as one group.
+   split across processes or gradient-accumulation steps is normalised as one group. Under a design whose row has
+   `answer_permuted` (the placebo of issue #49), the answer terms λ1·R^ans of those rewards are first permuted within
+   each group (`rewards.placebo_final_rewards`, seeded by GRPO's seed and the step, so a resumed run draws the same).
 
 3. Only when `train.kl_estimator` is not TRL's k3 (ARENA's k2, D130): `_compute_loss` adds
    β·aggregate((k2 − k3)·coef_1) to TRL's loss, with the per-token log-probabilities TRL computed for that loss,
@@ -129,6 +131,7 @@ class EviOmniTrainer(GRPOTrainer):
             self.rollout_copy = MergedCopy(self.accelerator.unwrap_model(self.model),
                                            torch.bfloat16 if self.args.bf16 else None)
         self._gathered_rewards: torch.Tensor | None = None
+        self._gathered_answer_terms: list[float] | None = None
 
     # -- departure 1: the masked answers o_r, o_e -------------------------------------------------------
     @contextlib.contextmanager
@@ -221,6 +224,8 @@ class EviOmniTrainer(GRPOTrainer):
         for i, row in enumerate(inputs):
             row["o_r"], row["o_e"] = answers["rationale"][i], answers["evidence"][i]
         self._gathered_rewards = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        terms = self.reward_funcs[0].answer_terms
+        self._gathered_answer_terms = None if terms is None else gather_object(terms)  # in process order, as rewards
         return self._gathered_rewards
 
     # -- departure 2: std-clipped advantages --------------------------------------------------------------
@@ -230,10 +235,17 @@ class EviOmniTrainer(GRPOTrainer):
         group_size = self.num_generations if mode == "train" else self.num_generations_eval
         weights = self.reward_weights.to(self._gathered_rewards.device)
         final = (self._gathered_rewards * weights).nansum(dim=1)  # every process's rewards, in process order
+        if self._gathered_answer_terms is not None:
+            final = torch.as_tensor(rewards.placebo_final_rewards(
+                final.double().cpu().numpy(), self._gathered_answer_terms, group_size,
+                (self.args.seed, self.state.global_step)), device=final.device)
         advantages, clipped = std_clipped_advantages(final, group_size, self.rewards_config.eps_std)
         start = self.accelerator.process_index * len(inputs)
         output["advantages"] = advantages[start : start + len(inputs)].to(output["advantages"].device)
         self._metrics[mode]["eviomni/std_clip_frac"].append(clipped)
+        # the spread the advantages divide by (before the clip): the placebo must match the recipe's (issue #49)
+        self._metrics[mode]["eviomni/group_reward_std"].append(
+            float(final.double().cpu().numpy().reshape(-1, group_size).std(axis=1).mean()))
         return output
 
     # -- departure 3 (switch): the KL estimator -----------------------------------------------------------

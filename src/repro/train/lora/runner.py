@@ -192,11 +192,12 @@ def worker_args(cfg: Profile, launch_root: Path, progress: bool = True) -> list[
             *([] if progress else ["--no-progress"])]
 
 
-def train_lora(cfg: Profile, runs: Sequence[LoRARun], progress: bool = True) -> list[Path]:
+def train_lora(cfg: Profile, runs: Sequence[LoRARun], progress: bool = True, worker: str = WORKER) -> list[Path]:
     """Train (or reuse, or resume) LoRA runs of one launcher in the worker processes of its `accelerate_config`,
     one launch for those not finished, one run after the other; returns their adapter directories. Each run's
     configuration gains the launcher's process count; a finished adapter of the same configuration is reused
-    without a launch."""
+    without a launch. `worker`: the module each process runs, WORKER or one that runs it (the GPU check's measures
+    around it)."""
     configs = {section_config(cfg, run.section).accelerate_config for run in runs}
     if len(configs) != 1:
         raise ValueError(f"profile {cfg.name}: runs of one launch need one accelerate_config, got {sorted(configs)}")
@@ -216,7 +217,7 @@ def train_lora(cfg: Profile, runs: Sequence[LoRARun], progress: bool = True) -> 
                 listed.append({"section": run.section, "kind": run.kind, "model": run.model,
                                "rows": str(tmp / f"rows-{i}.jsonl"), "run_dir": str(run.root)})
             write_json(tmp / RUNS, listed)
-            launch(accelerate_config, WORKER, worker_args(cfg, tmp, progress), key=key)
+            launch(accelerate_config, worker, worker_args(cfg, tmp, progress), key=key)
     adapters = [run.root / "adapter" for run in runs]
     if missing := [str(a) for a in adapters if not (a / "adapter_model.safetensors").exists()]:
         raise RuntimeError(f"the workers of {accelerate_config} ended without writing {missing}")
