@@ -138,6 +138,16 @@ class CudaStack:
     torch_code: DeviceCode
     vllm_code: DeviceCode | None
 
+    @property
+    def driver_floor(self) -> int | None:
+        """The oldest driver torch's CUDA major runs on (None: not a CUDA build, or a major not in DRIVER_FLOOR)."""
+        return DRIVER_FLOOR.get(int(self.cuda.split(".")[0])) if self.cuda else None
+
+    @property
+    def libraries(self) -> list[tuple[str, DeviceCode]]:
+        """(name, device code) of each installed GPU build."""
+        return [(name, code) for name, code in (("torch", self.torch_code), ("vLLM", self.vllm_code)) if code]
+
 
 def cuda_stack() -> CudaStack:
     import torch
@@ -163,13 +173,13 @@ def stack_errors(gpus: list[Gpu], stack: CudaStack) -> list[str]:
         errors.append(f"torch {stack.torch} is not a CUDA build: install environment.yml's (docs/gpu.md)")
     elif stack.driver is None:
         errors.append(f"no NVIDIA driver answers (nvidia-smi); torch {stack.torch} (CUDA {stack.cuda}) needs "
-                      f"{DRIVER_FLOOR.get(int(stack.cuda.split('.')[0]), '?')} or newer")
-    elif int(stack.driver.split(".")[0]) < DRIVER_FLOOR.get(int(stack.cuda.split(".")[0]), 0):
-        errors.append(f"NVIDIA driver {stack.driver} is older than {DRIVER_FLOOR[int(stack.cuda.split('.')[0])]}, "
-                      f"the oldest that runs CUDA {stack.cuda} (torch {stack.torch}): update the driver")
+                      f"{stack.driver_floor or '?'} or newer")
+    elif int(stack.driver.split(".")[0]) < (stack.driver_floor or 0):
+        errors.append(f"NVIDIA driver {stack.driver} is older than {stack.driver_floor}, the oldest that runs CUDA "
+                      f"{stack.cuda} (torch {stack.torch}): update the driver")
     for i, gpu in enumerate(gpus):
-        for library, code in (("torch", stack.torch_code), ("vLLM", stack.vllm_code)):
-            if gpu.capability is not None and code is not None and not code.runs_on(gpu.capability):
+        for library, code in stack.libraries:
+            if gpu.capability is not None and not code.runs_on(gpu.capability):
                 errors.append(f"GPU {i} ({gpu.name}, sm_{gpu.capability}): the installed {library} has no code for "
                               f"it ({code.describe()})")
     return errors
@@ -181,8 +191,7 @@ def stack_report(gpus: list[Gpu], stack: CudaStack) -> list[str]:
              f"searches on the CPU and its indexes on the GPUs through torch (D214)"]
     for i, gpu in enumerate(gpus):
         has = [f"{library} {'yes' if code.runs_on(gpu.capability) else 'NO'}"
-               for library, code in (("torch", stack.torch_code), ("vLLM", stack.vllm_code))
-               if code is not None and gpu.capability is not None]
+               for library, code in stack.libraries if gpu.capability is not None]
         lines.append(f"GPU {i}: {gpu.name}, {gpu.memory / 1e9:.0f} GB, sm_{gpu.capability}: code in "
                      f"{', '.join(has) or 'not known'}")
     return lines

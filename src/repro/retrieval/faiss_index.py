@@ -12,6 +12,7 @@ installs beside torch's CUDA 13.0 runtime (D214); torch's kernels are the ones t
 
 from __future__ import annotations
 
+import contextlib
 import os
 
 import faiss
@@ -61,15 +62,14 @@ class FlatShards:
         return scores.astype(np.float32), rows.astype(np.int64)
 
 
-class _exact_matmul:
+@contextlib.contextmanager
+def _exact_matmul():
     """fp32 products in full precision for the search (no TF32), whatever the process set."""
-
-    def __enter__(self):
-        self.saved = torch.backends.cuda.matmul.allow_tf32
-        torch.backends.cuda.matmul.allow_tf32 = False
-
-    def __exit__(self, *exc):
-        torch.backends.cuda.matmul.allow_tf32 = self.saved
+    saved, torch.backends.cuda.matmul.allow_tf32 = torch.backends.cuda.matmul.allow_tf32, False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved
 
 
 def set_search_parameters(index: faiss.Index | FlatShards, params: dict[str, int]) -> None:
