@@ -106,3 +106,15 @@ def test_the_trained_filter_gives_the_evidence_through_the_runner(tmp_path, tiny
     prompts = [chat_messages(refiner.prompt(r["question"], refiner.document(r))) for r in (ROW, NO_ANSWER)]
     assert [r["evidence"] for r in records] == [o.strip() for o in generator.generate(prompts, params)]
     assert all(r["cr"] is not None for r in records)
+
+
+def test_a_null_filco_section_trains_nothing_and_records_not_requested(tmp_path):
+    """released-1p5b's `filco: null` (docs/gpu.md's released path): the stage's output says so, and a later run with
+    the section set overwrites the record."""
+    from repro.baselines.filco import train_filco
+    from repro.data.layout import REQUESTED
+
+    cfg = dataclasses.replace(load_profile("ci"), filco=None)
+    assert train_filco(cfg, tmp_path) == tmp_path
+    assert json.loads((tmp_path / REQUESTED).read_text()) == {"requested": False}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [REQUESTED]

@@ -166,3 +166,14 @@ def test_the_seer_refiner_sends_its_prompt_and_keeps_the_whole_output():
     (refinement,) = SEERExtractor(generator, "scripted", GenerationParams(max_new_tokens=4)).refine([ROW])
     assert generator.calls == [[chat_messages(seer_prompt(ROW["question"], passages_document(ROW)))]]
     assert refinement.evidence == "Paris is the capital of France."
+
+
+def test_a_null_seer_section_trains_nothing_and_records_not_requested(tmp_path):
+    """released-1p5b's `seer: null` (docs/gpu.md's released path): the stage's output says so."""
+    from repro.baselines.seer import train_seer
+    from repro.data.layout import REQUESTED
+
+    cfg = dataclasses.replace(load_profile("ci"), seer=None)
+    assert train_seer(cfg, tmp_path) == tmp_path
+    assert json.loads((tmp_path / REQUESTED).read_text()) == {"requested": False}
+    assert sorted(p.name for p in tmp_path.iterdir()) == [REQUESTED]

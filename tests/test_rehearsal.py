@@ -78,3 +78,27 @@ def test_the_scratch_copy_selects_the_rehearsal_and_a_failed_step_is_named(tmp_p
     assert [stage for stage, _ in clock.stages] == ["data", None] and "min  data" in clock.summary()
     with pytest.raises(RehearsalError, match=r"^preflight: `false` exited with 1"):
         clock.run("preflight", ["false"])
+
+
+def test_the_released_path_sets_the_rehearsal_as_released_1p5b_is_set_against_paper_1p5b(tmp_path):
+    """docs/gpu.md's released path on the rehearsal's graph: released-1p5b's own values, the rehearsal's sizes and
+    hardware; written as the rehearsal writes it and read back by the profile loader."""
+    from repro.config import load_profile
+    from repro.ops.rehearsal.run import RELEASED_KEPT, differences_applied, released_params
+
+    base, changed, target = {"a": 1, "b": {"c": 2, "d": 3}}, {"a": 1, "b": {"c": 5, "d": 4}, "e": None}, {
+        "a": 9, "b": {"c": 8, "d": 7, "f": 6}}
+    assert differences_applied(base, changed, target) == {"a": 9, "b": {"c": 5, "d": 4, "f": 6}, "e": None}
+    assert differences_applied(base, changed, target, ("b.c", "e")) == {"a": 9, "b": {"c": 8, "d": 4, "f": 6}}
+    params = yaml.safe_load((ROOT / "params.yaml").read_text())
+    (tmp_path / "params.yaml").write_text(yaml.safe_dump(released_params(params), sort_keys=False))
+    before, after = load_profile("rehearsal", ROOT / "params.yaml"), load_profile("rehearsal", tmp_path / "params.yaml")
+    assert yaml.safe_load((tmp_path / "params.yaml").read_text())["eviomni"] == "released_extractor"
+    assert after.filco is None and after.seer is None and after.latency is None and after.ablation is None
+    assert after.evaluation.methods == after.distractor.methods == ["zero", "full", "eviomni_released"]
+    assert after.evaluation.max_questions == before.evaluation.max_questions  # the rehearsal's sizes stay
+    assert after.released_check.stop == ["</extract>\n\n"] and after.released_check.questions == 2
+    assert after.released_check.max_new_tokens == before.released_check.max_new_tokens  # a size: the rehearsal's
+    assert (after.models, after.train, after.fetch) == (before.models, before.train, before.fetch)
+    released = flatten(params["profiles"]["released-1p5b"])
+    assert all(any(k == kept or k.startswith(f"{kept}.") for k in released) for kept in RELEASED_KEPT)

@@ -39,7 +39,7 @@ from repro.formulas.prompts import chat_messages, format_passages, passage_title
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
 from repro.generation.prompting import load_tokenizer
-from repro.io import fingerprint, model_fingerprint, write_jsonl
+from repro.io import fingerprint, model_fingerprint, write_json, write_jsonl
 from repro.train.lora.runner import LoRARun, fitting_examples, train_lora
 
 # FilCo's M_ctx instruction for NQ, TQA and HotpotQA (zorazrw/filco convert_dataset.py, MCTX_INSTR_MAP), followed
@@ -121,11 +121,14 @@ def filter_adapter(cfg: Profile) -> Path:
 
 
 def train_filco(cfg: Profile, root: str | Path | None = None, *, progress: bool = True) -> Path:
-    """Build the silver contexts and fine-tune (or reuse, or resume) the LoRA filter; returns the adapter."""
+    """Build the silver contexts and fine-tune (or reuse, or resume) the LoRA filter; returns the adapter (the stage's
+    directory with `filco: null`, which trains nothing and records "not requested" in requested.json)."""
     filco = cfg.filco
-    if filco is None:
-        raise ValueError(f"profile {cfg.name} has no filco section")
     root = Path(root) if root is not None else filco_dir(cfg.name)
+    write_json(root / layout.REQUESTED, {"requested": filco is not None})  # the stage's output exists either way
+    if filco is None:
+        print(f"profiles.{cfg.name}.filco is null: FilCo is not requested", flush=True)
+        return root
     model = resolve(cfg.models.extractor, cfg.name)
     examples, dropped = training_examples(cfg, load_tokenizer(model))
     if not examples:

@@ -311,11 +311,14 @@ def candidate_records(cfg: Profile, rows: Sequence[dict], path: Path, progress: 
 
 def train_seer(cfg: Profile, root: str | Path | None = None, *, progress: bool = True) -> Path:
     """SEER's three stages for `cfg` (each reused or resumed when its configuration is unchanged); returns the
-    aligned extractor's adapter."""
+    aligned extractor's adapter (the stage's directory with `seer: null`, which trains nothing and records "not
+    requested" in requested.json)."""
     seer = cfg.seer
-    if seer is None:
-        raise ValueError(f"profile {cfg.name} has no seer section")
     root = Path(root) if root is not None else seer_dir(cfg.name)
+    write_json(root / layout.REQUESTED, {"requested": seer is not None})  # the stage's output exists either way
+    if seer is None:
+        print(f"profiles.{cfg.name}.seer is null: SEER is not requested", flush=True)
+        return root
     rows = training_rows(cfg)
     records = candidate_records(cfg, rows, root / "candidates.jsonl", progress)
     scores = score_matrix(records)

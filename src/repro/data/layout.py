@@ -38,6 +38,7 @@ from repro.config import Profile
 DATA_DIR = Path("data")
 RESULTS_DIR = Path("results")
 DISTRACTOR = "distractor"
+REQUESTED = "requested.json"  # a baseline's training stage: {"requested": false} where its section is null
 
 
 def results_dir(profile: str, stage: str) -> Path:

@@ -5,8 +5,10 @@
 In a scratch copy of the repository (its tracked and unignored files; `profile: rehearsal`), as a GPU user's first
 day goes: build the mirror into `fetch.hub`, `python -m repro.ops.remote fetch` through the same code the hub path uses
 (twice: the second must find everything in the lock and download nothing), `python -m repro.ops.preflight`, `dvc repro`
-of every stage, and `dvc status`, which must report the pipeline up to date. Every command's output is streamed with
-the seconds since the start; the last lines are the minutes of each step and each stage.
+of every stage, and `dvc status`, which must report the pipeline up to date. Then docs/gpu.md's released path
+(`released-1p5b`, issue #45) on the same graph: the rehearsal set as released-1p5b is set against paper-1p5b
+(`released_params`), `dvc repro` of its two targets, which must retrain nothing, and `dvc status` of them. Every
+command's output is streamed with the seconds since the start; the last lines are the minutes of each step and stage.
 """
 
 from __future__ import annotations
@@ -20,11 +22,23 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 from repro.config import load_profile
+from repro.data import layout
+from repro.io import read_yaml
+from repro.registry import STAGES
 
 PROFILE = "rehearsal"
 ROOT = Path(__file__).resolve().parents[4]  # src/repro/ops/rehearsal/run.py: the repository
 STAGE_LINE = re.compile(r"^Running stage '([^']+)'")
+RELEASED = "released-1p5b"  # docs/gpu.md's cheapest path to a paper number: the authors' checkpoint, Zero and Full
+RELEASED_TARGETS = ("main_comparison", "distractor_setting")  # its command's targets, with -S eviomni=released_extractor
+# what of released-1p5b stays the rehearsal's own: what is fetched (no agents, no E5 index, the released extractor
+# named for the agentic study), how many processes one GPU launches, and the decoding budget (a size: the rehearsal's
+# evidence_max_new_tokens), which the rehearsal sets for its mirror and this CPU (tests/test_rehearsal.py)
+RELEASED_KEPT = ("description", "models", "agentic", "retrieval", "fetch", "train", "qa_generator", "ar_study",
+                 "released_check.max_new_tokens")
 
 
 class RehearsalError(RuntimeError):
@@ -84,6 +98,47 @@ class Clock:
         return "\n".join(rows + [f"{'total':>12s}  {self.now() / 60:5.2f} min"])
 
 
+def differences_applied(base: object, changed: object, target: object, kept: tuple[str, ...] = (),
+                        path: str = "") -> object:
+    """`target` with every leaf in which `changed` differs from `base` set to `changed`'s value (mappings merged),
+    except under the dotted paths of `kept`."""
+    if isinstance(base, dict) and isinstance(changed, dict) and isinstance(target, dict):
+        return {**target, **{key: differences_applied(base.get(key), value, target.get(key), kept, f"{path}{key}.")
+                             for key, value in changed.items()
+                             if f"{path}{key}" not in kept and (key not in base or base[key] != value)}}
+    return changed
+
+
+def released_params(params: dict) -> dict:
+    """params.yaml on the released path: `eviomni: released_extractor`, and the rehearsal profile changed where
+    released-1p5b differs from paper-1p5b, outside RELEASED_KEPT (values as parsed, anchors expanded)."""
+    profiles = params["profiles"]
+    rehearsal = differences_applied(profiles["paper-1p5b"], profiles[RELEASED], profiles[PROFILE], RELEASED_KEPT)
+    return {**params, "eviomni": "released_extractor", "profiles": {**profiles, PROFILE: rehearsal}}
+
+
+def rehearse_released(clock: Clock, workdir: Path) -> None:
+    """The released path's stage graph after the full one: only the stages it changes run, none of them trains (a
+    training stage that runs must be one its section switches off), every test set gets the released extractor's
+    predictions, and its targets are then up to date."""
+    params = workdir / "params.yaml"
+    params.write_text(yaml.safe_dump(released_params(read_yaml(params)), sort_keys=False, allow_unicode=True))
+    cfg = load_profile(PROFILE, params)
+    ran = [match.group(1) for line in clock.run("released path", ["dvc", "repro", *RELEASED_TARGETS])
+           if (match := STAGE_LINE.match(line))]
+    trained = [name for name in ran if STAGES[name].trains and getattr(cfg, STAGES[name].switch) is not None]
+    if trained:
+        raise RehearsalError(f"the released path retrained {trained}: it must train nothing the full graph trained")
+    missing = [str(path) for study, section in zip(RELEASED_TARGETS, (cfg.evaluation, cfg.distractor))
+               for dataset in section.datasets  # each target's study writes under its stage's name
+               if not (workdir / (path := layout.predictions_path(PROFILE, study, dataset, "eviomni_released"))).is_file()]
+    if missing:
+        raise RehearsalError(f"the released path wrote no predictions of the released extractor: {missing}")
+    status = clock.run("dvc status", ["dvc", "status", *RELEASED_TARGETS])
+    if not any("up to date" in line for line in status):
+        raise RehearsalError("dvc status after the released path: its targets are not up to date (output above)")
+
+
 def rehearse(workdir: Path) -> Clock:
     """Every step of a GPU user's first day, on paper-1p5b's stage graph; raises RehearsalError at the first failure."""
     scratch_copy(workdir)
@@ -101,6 +156,7 @@ def rehearse(workdir: Path) -> Clock:
     status = clock.run("dvc status", ["dvc", "status"])
     if not any("up to date" in line for line in status):
         raise RehearsalError("dvc status after the rehearsal: stages are not up to date (output above)")
+    rehearse_released(clock, workdir)
     return clock
 
 
