@@ -50,9 +50,10 @@ $(PLOTS_TEMPLATE): $(STAMP)
 repro: setup
 	dvc repro
 
-## test: run the test suite on every core; "no tests collected" (pytest exit 5) fails like any other error (D108)
+## test: run the test suite on every core and list its 30 slowest tests (the budget's evidence, docs/timings.md); "no
+## tests collected" (pytest exit 5) fails like any other error (D108)
 test: setup
-	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_DIST) $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(PYTEST_WORKERS) $(PYTEST_DIST) --durations=30 $(PYTEST_ARGS)
 
 ## lab: JupyterLab on the repository (kernel = this venv, started at the repository root): notebooks/, the executed
 ## copies under results/ and the tables beside them; opening, running and closing leave `dvc status` as it was, and a

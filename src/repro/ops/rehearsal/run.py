@@ -33,7 +33,7 @@ PROFILE = "rehearsal"
 ROOT = Path(__file__).resolve().parents[4]  # src/repro/ops/rehearsal/run.py: the repository
 STAGE_LINE = re.compile(r"^Running stage '([^']+)'")
 RELEASED = "released-1p5b"  # docs/gpu.md's cheapest path to a paper number: the authors' checkpoint, Zero and Full
-RELEASED_TARGETS = ("main_comparison", "distractor_setting")  # its command's targets, with -S eviomni=released_extractor
+RELEASED_TARGETS = ("main_comparison", "distractor_setting")  # its command's targets, beside -S eviomni=...
 # what of released-1p5b stays the rehearsal's own: what is fetched (no agents, no E5 index, the released extractor
 # named for the agentic study), how many processes one GPU launches, and the decoding budget (a size: the rehearsal's
 # evidence_max_new_tokens), which the rehearsal sets for its mirror and this CPU (tests/test_rehearsal.py)
@@ -126,12 +126,14 @@ def rehearse_released(clock: Clock, workdir: Path) -> None:
     cfg = load_profile(PROFILE, params)
     ran = [match.group(1) for line in clock.run("released path", ["dvc", "repro", *RELEASED_TARGETS])
            if (match := STAGE_LINE.match(line))]
-    trained = [name for name in ran if STAGES[name].trains and getattr(cfg, STAGES[name].switch) is not None]
+    trained = [name for name in ran if STAGES[name].trains
+               and (STAGES[name].switch is None or getattr(cfg, STAGES[name].switch) is not None)]
     if trained:
         raise RehearsalError(f"the released path retrained {trained}: it must train nothing the full graph trained")
-    missing = [str(path) for study, section in zip(RELEASED_TARGETS, (cfg.evaluation, cfg.distractor))
-               for dataset in section.datasets  # each target's study writes under its stage's name
-               if not (workdir / (path := layout.predictions_path(PROFILE, study, dataset, "eviomni_released"))).is_file()]
+    expected = [layout.predictions_path(PROFILE, study, dataset, "eviomni_released")  # a study's name is its stage's
+                for study, section in zip(RELEASED_TARGETS, (cfg.evaluation, cfg.distractor))
+                for dataset in section.datasets]
+    missing = [str(path) for path in expected if not (workdir / path).is_file()]
     if missing:
         raise RehearsalError(f"the released path wrote no predictions of the released extractor: {missing}")
     status = clock.run("dvc status", ["dvc", "status", *RELEASED_TARGETS])
