@@ -53,3 +53,21 @@ def test_table4_layout_puts_the_paper_rows_under_ours():
     assert table.iloc[0].tolist()[:5] == ["ours", "CoT", 1.0, 3.0, 2.0]
     assert table.iloc[1]["Average"] == pytest.approx(0.6)
     assert table.iloc[2][["source", "method", "NQ", "Average"]].tolist() == ["paper (1.5B, A800)", "CoT", 0.55, 0.65]
+
+
+def test_a_null_latency_section_times_nothing_and_its_table_and_figure_say_so():
+    """released-1p5b's `latency: null`: the stage's notebook runs on an empty result (its outputs exist)."""
+    import dataclasses
+
+    from repro.config import load_profile
+    from repro.evaluation.tables import reference_label
+    from repro.reporting.paper import load_paper_tables
+    from repro.studies.figures import plot_latency
+    from repro.studies.latency import RESULT_COLUMNS, run_latency
+
+    results = run_latency(dataclasses.replace(load_profile("ci"), latency=None))
+    assert results.empty and list(results.columns) == RESULT_COLUMNS
+    paper = load_paper_tables(4)
+    assert set(table4(results, paper=paper)["source"]) == {"paper (1.5B, A800)"}
+    assert plot_latency(results, paper).axes[0].texts[0].get_text() == "Table 4: not requested by this profile"
+    assert reference_label(None) == "EviOmni"

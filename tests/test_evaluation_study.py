@@ -48,3 +48,22 @@ def test_prompted_methods_name_their_model():
         extractor_model("eviomni_released", without)
     with pytest.raises(ValueError, match="runs no model"):
         extractor_model("full", cfg)
+
+
+def test_a_null_noise_robustness_section_evaluates_nothing_and_records_it(tmp_path, monkeypatch):
+    """released-1p5b's `noise_robustness: null`: no prediction, the stage's output directory says not requested."""
+    import json
+
+    from repro.evaluation.tables import summarize_files
+    from repro.studies.comparison import run_noise_robustness
+    from repro.studies.figures import plot_noise_robustness
+
+    cfg = dataclasses.replace(load_profile("ci"), noise_robustness=None)
+    monkeypatch.chdir(tmp_path)
+    files = run_noise_robustness(cfg)
+    assert files.empty
+    record = tmp_path / "data" / "ci" / "predictions" / "noise_robustness" / "study.json"
+    assert json.loads(record.read_text()) == {"requested": False}
+    summary = summarize_files(files)
+    assert summary.empty and "noise" in summary.columns
+    assert plot_noise_robustness(summary).axes[0].texts[0].get_text() == "Figure 5: not requested by this profile"

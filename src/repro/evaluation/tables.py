@@ -118,7 +118,7 @@ def _paired_scores(path_a: str, path_b: str, where: str | None) -> tuple[dict, d
 
 
 def _reference(methods: Sequence[str], reference: str) -> str:
-    return next((m for m in (reference, "eviomni_released") if m in methods), methods[-1])
+    return next((m for m in (reference, "eviomni_released") if m in methods), methods[-1] if methods else reference)
 
 
 def reference_pairs(methods: Sequence[str], reference: str = "eviomni") -> list[tuple[str, str]]:
@@ -128,9 +128,10 @@ def reference_pairs(methods: Sequence[str], reference: str = "eviomni") -> list[
     return [(ref, m) for m in methods if m != ref]
 
 
-def reference_label(methods: Sequence[str], reference: str = "eviomni") -> str:
-    """The table label of the method `reference_pairs` compares the others with (a headline line's `of`)."""
-    return METHODS[_reference(methods, reference)].label
+def reference_label(methods: Sequence[str] | None, reference: str = "eviomni") -> str:
+    """The table label of the method `reference_pairs` compares the others with (a headline line's `of`); `reference`'s
+    for a study that lists no method (not requested)."""
+    return METHODS[_reference(methods or [], reference)].label
 
 
 def compare_methods(files: pd.DataFrame, pairs: Sequence[tuple[str, str]] | None = None, where: str | None = None,

@@ -27,6 +27,7 @@ from repro.evaluation.runner import evaluate
 from repro.generation import GenerationParams
 from repro.generation.pool import ModelPool
 from repro.generation.prompting import load_tokenizer
+from repro.io import write_json
 from repro.registry import METHODS
 
 MAIN_COMPARISON = "main_comparison"
@@ -120,10 +121,16 @@ def run_distractor_setting(cfg: Profile, progress: bool = True) -> pd.DataFrame:
 
 def run_noise_robustness(cfg: Profile, progress: bool = True) -> pd.DataFrame:
     """Figure 5: the methods of `cfg.noise_robustness` on the same questions with k = each of `noise.counts`
-    irrelevant passages added (data/<profile>/noise); one row per (dataset, noise, method) prediction file."""
+    irrelevant passages added (data/<profile>/noise); one row per (dataset, noise, method) prediction file; none with
+    `noise_robustness: null` (not requested, recorded in the predictions' study.json)."""
     settings, noise = cfg.noise_robustness, cfg.noise
-    if settings is None or noise is None:
-        raise ValueError(f"profile {cfg.name} needs the noise and noise_robustness sections")
+    write_json(layout.profile_dir(cfg.name) / "predictions" / NOISE_ROBUSTNESS / "study.json",
+               {"requested": settings is not None})  # the stage's output exists either way
+    if settings is None:
+        print(f"profiles.{cfg.name}.noise_robustness is null: Figure 5 is not requested", flush=True)
+        return pd.DataFrame(columns=["dataset", "noise", "method", "path"])
+    if noise is None:
+        raise ValueError(f"profile {cfg.name}: noise_robustness needs the noise section (the data stage's noise sets)")
     ev = with_evaluation_settings(cfg, datasets=noise.datasets, split=noise.split, methods=settings.methods,
                                   max_questions=settings.max_questions)
     files = []

@@ -27,9 +27,20 @@ def plot_main_comparison(summary: pd.DataFrame, title: str = "") -> plt.Figure:
     return fig
 
 
+def _nothing_to_plot(note: str, title: str) -> plt.Figure:
+    fig, ax = plt.subplots(figsize=(5, 1.6))
+    ax.text(0.5, 0.5, note, ha="center", va="center")
+    ax.set_axis_off()
+    fig.suptitle(title)
+    return fig
+
+
 def plot_latency(ours: pd.DataFrame, paper: pd.DataFrame | None = None, title: str = "") -> plt.Figure:
     """Seconds per query of each method per dataset (ours, and the paper's A800 numbers in their own panel:
-    the hardware differs, so only the order of the methods is comparable) and our evidence length ± std."""
+    the hardware differs, so only the order of the methods is comparable) and our evidence length ± std; a note alone
+    when this run timed nothing (not requested)."""
+    if ours.empty:
+        return _nothing_to_plot("Table 4: not requested by this profile", title)
     panels = 3 if paper is not None else 2
     fig, axes = plt.subplots(1, panels, figsize=(4.3 * panels, 3.6))
     sns.barplot(data=ours, x="dataset", y="seconds per query", hue="method", ax=axes[0])
@@ -69,7 +80,10 @@ def plot_ablation(table: pd.DataFrame, title: str = "") -> plt.Figure:
 
 def plot_noise_robustness(summary: pd.DataFrame, title: str = "") -> plt.Figure:
     """Figure 5: EM and F1 (×100) of each method against the number of irrelevant passages added, and the EM drop
-    from the noise-free level (the paper's y-axis is unlabelled, D57); one row of panels per dataset."""
+    from the noise-free level (the paper's y-axis is unlabelled, D57); one row of panels per dataset; a note alone
+    when nothing was evaluated (not requested)."""
+    if summary.empty:
+        return _nothing_to_plot("Figure 5: not requested by this profile", title)
     datasets = list(dict.fromkeys(summary["dataset"]))
     fig, axes = plt.subplots(len(datasets), 3, figsize=(13, 3.4 * len(datasets)), squeeze=False)
     for row, dataset in zip(axes, datasets):

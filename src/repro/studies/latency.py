@@ -30,6 +30,12 @@ from repro.registry import METHODS
 from repro.studies.comparison import evaluation_rows, length_tokenizer
 
 
+# a row of `run_latency`: the method, the dataset, the decoding budget, `measure_latency`'s figures
+RESULT_COLUMNS = ["method", "dataset", "max new tokens", "queries", "batch size", "repetitions", "seconds per query",
+                  "seconds per repetition", "evidence tokens mean", "evidence tokens std", "output tokens mean",
+                  "output tokens std"]
+
+
 def _batches(rows: Sequence[dict], size: int) -> list[Sequence[dict]]:
     return [rows[i : i + size] for i in range(0, len(rows), size)]
 
@@ -67,10 +73,12 @@ def _evidence_lengths(outputs: list[Refinement], tokenizer) -> dict:
 
 
 def run_latency(cfg: Profile, progress: bool = True) -> pd.DataFrame:
-    """Table 4 for a profile, long form: one row per (method, dataset) of `cfg.latency`."""
+    """Table 4 for a profile, long form: one row per (method, dataset) of `cfg.latency`; `latency: null`: no row
+    (not requested)."""
     lat = cfg.latency
     if lat is None:
-        raise ValueError(f"profile {cfg.name} has no latency section")
+        print(f"profiles.{cfg.name}.latency is null: Table 4 is not requested", flush=True)
+        return pd.DataFrame(columns=RESULT_COLUMNS)
     params = GenerationParams(max_new_tokens=lat.max_new_tokens, batch_size=lat.batch_size)
     tokenizer = length_tokenizer(cfg)
     results = []
