@@ -9,7 +9,7 @@ import pytest
 from repro.evaluation.refiners import ChainOfThought
 from repro.generation import GenerationParams
 from repro.generation.transformers_backend import TransformersGenerator
-from repro.studies.latency import measure_latency, table4
+from repro.studies.latency import RESULT_COLUMNS, measure_latency, table4
 
 ROWS = [{"id": str(i), "question": f"What is item {i}?", "golden_answers": ["x"],
          "passages": [{"id": str(i), "contents": f'"Item {i}"\nItem {i} is a thing.', "score": 1.0}]} for i in range(5)]
@@ -40,6 +40,7 @@ def test_latency_warms_up_repeats_and_reports_the_median_per_query(tiny_llama_di
     assert result["evidence tokens mean"] == pytest.approx(np.mean(lengths))
     assert result["evidence tokens std"] == pytest.approx(np.std(lengths))
     assert result["output tokens mean"] >= result["evidence tokens mean"]  # the raw output includes the evidence
+    assert ["method", "dataset", "max new tokens", *result] == RESULT_COLUMNS  # run_latency's row, as it declares
 
 
 def test_table4_layout_puts_the_paper_rows_under_ours():
@@ -63,7 +64,7 @@ def test_a_null_latency_section_times_nothing_and_its_table_and_figure_say_so():
     from repro.evaluation.tables import reference_label
     from repro.reporting.paper import load_paper_tables
     from repro.studies.figures import plot_latency
-    from repro.studies.latency import RESULT_COLUMNS, run_latency
+    from repro.studies.latency import run_latency
 
     results = run_latency(dataclasses.replace(load_profile("ci"), latency=None))
     assert results.empty and list(results.columns) == RESULT_COLUMNS
