@@ -1,7 +1,8 @@
 """Runs shared and compared the DVC way (D133, D134): every output is DVC-cached and linked, no write of the library
 reaches the cache through a link, and each study declares its headline numbers (`metrics:`) and figure data
 (`plots:`), which its notebook writes. The sharing recipe of docs/usage.md runs as written between two clones of a
-one-stage pipeline; push, pull and the comparisons of the whole `ci` run are in tests/test_pipeline.py."""
+one-stage pipeline, and so does the resumption of a stopped run (D243); push, pull and the comparisons of the whole
+`ci` run are in tests/test_pipeline.py."""
 
 import json
 import math
@@ -219,11 +220,15 @@ def _command_lines(text: str) -> list[str]:
     return [command for command in commands if command and not command.startswith("#")]
 
 
-def _sh(command: str, cwd: Path) -> str:
+def _bash(command: str, cwd: Path) -> subprocess.CompletedProcess:
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
                GIT_AUTHOR_NAME="test", GIT_AUTHOR_EMAIL="test@localhost", GIT_COMMITTER_NAME="test",
                GIT_COMMITTER_EMAIL="test@localhost")
-    result = subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True)
+    return subprocess.run(["bash", "-c", command], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def _sh(command: str, cwd: Path) -> str:
+    result = _bash(command, cwd)
     assert result.returncode == 0, f"{command} in {cwd}:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     return result.stdout
 
@@ -262,3 +267,37 @@ def test_the_sharing_recipe_brings_a_finished_run_to_another_clone_up_to_date(tm
     assert "Data and pipelines are up to date." in status
     assert _outputs(second) == _outputs(first) and len(_outputs(first)) > 3
     assert not _sh("git status --porcelain", first)  # nothing of the run left uncommitted
+
+
+# --- resuming a stopped run, as docs/usage.md says ---
+
+
+def resume_recipe() -> list[str]:
+    """The command lines of docs/usage.md's "A run that stopped" block: the run that stopped, then its resumption."""
+    section = (ROOT / "docs" / "usage.md").read_text().split("## A run that stopped", 1)[1]
+    return _command_lines(section.split("```bash\n", 1)[1].split("```", 1)[0])
+
+
+def test_a_stopped_run_resumes_under_dvc_repro_and_dvc_exp_run_would_delete_its_checkpoints(tmp_path):
+    """DVC's experiment executor checks out every stage it runs (`checkout --force`) before running it, which deletes
+    a `persist: true` output that the last run left but no dvc.lock records; `dvc repro` keeps it (D243). The stage
+    stands in for a training run that is killed after its first checkpoint: it records which checkpoints it found,
+    saves the next one, and finishes only if it found one."""
+    started, resumed = resume_recipe()
+    assert started.startswith("dvc exp run -S profile=") and resumed == "dvc repro"
+    stage = {"cmd": "mkdir -p run && ls run > found && touch run/checkpoint-$(ls run | wc -l) && test -s found",
+             "params": ["profile"], "outs": [{"run": {"persist": True}}, "found"]}
+    (tmp_path / "dvc.yaml").write_text(yaml.safe_dump({"stages": {"train": stage}}))
+    (tmp_path / "params.yaml").write_text("profile: tiny\n")
+    _sh("git init -q && dvc init -q && git add --all && git commit -q -m 'the repository'", tmp_path)
+
+    def stops(command: str) -> str:
+        killed = _bash(command, tmp_path)
+        assert killed.returncode != 0 and "failed to reproduce 'train'" in killed.stderr, killed.stderr[-2000:]
+        return (tmp_path / "found").read_text()
+
+    assert stops(started) == "" and (tmp_path / "run" / "checkpoint-0").exists()
+    assert stops(started) == "", "dvc exp run kept the stopped run's checkpoint"  # it deleted checkpoint-0 first
+    _sh(resumed, tmp_path)
+    assert (tmp_path / "found").read_text() == "checkpoint-0\n"  # resumed from the stopped run's checkpoint
+    assert "profile: paper-1p5b" in (tmp_path / "params.yaml").read_text()  # the profile -S set, still in place
