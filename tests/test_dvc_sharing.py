@@ -209,10 +209,14 @@ RECIPE_REMOTE = "/mnt/team/eviomni-dvc"
 def sharing_recipe() -> tuple[list[str], list[str]]:
     """The command lines of docs/usage.md's sharing block, comments dropped: those run where the run finished, and
     those run in another clone (after its "on another machine" line)."""
-    section = (ROOT / "docs" / "usage.md").read_text().split("## Sharing and comparing runs with DVC", 1)[1]
-    block = section.split("```bash\n", 1)[1].split("```", 1)[0]
-    here, there = block.split("# on another machine", 1)
+    here, there = _usage_block("Sharing and comparing runs with DVC").split("# on another machine", 1)
     return _command_lines(here), _command_lines(there.split("\n", 1)[1])
+
+
+def _usage_block(heading: str) -> str:
+    """The first bash block of docs/usage.md's section `heading`."""
+    section = (ROOT / "docs" / "usage.md").read_text().split(f"## {heading}\n", 1)[1]
+    return section.split("```bash\n", 1)[1].split("```", 1)[0]
 
 
 def _command_lines(text: str) -> list[str]:
@@ -274,8 +278,7 @@ def test_the_sharing_recipe_brings_a_finished_run_to_another_clone_up_to_date(tm
 
 def resume_recipe() -> list[str]:
     """The command lines of docs/usage.md's "A run that stopped" block: the run that stopped, then its resumption."""
-    section = (ROOT / "docs" / "usage.md").read_text().split("## A run that stopped", 1)[1]
-    return _command_lines(section.split("```bash\n", 1)[1].split("```", 1)[0])
+    return _command_lines(_usage_block("A run that stopped"))
 
 
 def test_a_stopped_run_resumes_under_dvc_repro_and_dvc_exp_run_would_delete_its_checkpoints(tmp_path):
