@@ -2,12 +2,14 @@
 masked-answer reward? A placebo arm, paired seed by seed and question by question with the recipe arm.
 
     study = evidence_seeds.run_seeds(cfg)       # a control profile (`evidence.recipe_profile`): its seeds, and the
-                                                # recipe arm's items (`study.recipe`) from the same clone
+                                                # recipe arm's items (`study.recipe`) from the same clone or, where
+                                                # that run is gone, from its record in git (evidence_record)
     primary = placebo_primary(study)            # the probe's answer share, recipe − placebo, per question averaged
                                                 # over the seeds (approximate randomization); per seed beside it
     secondary = placebo_secondary(study, flags) # evidence AR, AR where the shortcut holds no answer, extracts equal
                                                 # to the shortcut: recipe − placebo; each policy against the shortcut
     placebo_verdict(primary)                    # attributable / not attributable / inconclusive, by the plan's rules
+    manipulation_check(cfg)                     # each arm's group reward spread and ε_std floor over its steps
 
 The placebo arm is the recipe with one switch, `rewards.design: eviomni_placebo`: each GRPO group's answer terms
 λ1·R^ans are permuted among its rollouts before the advantages (`repro.formulas.rewards.placebo_final_rewards`), so
@@ -28,6 +30,7 @@ import scipy.stats as sps
 
 from repro.config import ConfigError, Profile, load_profile
 from repro.reporting import stats
+from repro.studies import evidence_record
 from repro.studies.evidence_seeds import (
     ALPHA,
     START,
@@ -39,6 +42,7 @@ from repro.studies.evidence_seeds import (
     seed_name,
     seed_run,
 )
+from repro.train.grpo.logs import read_log
 
 SMALLEST_EFFECT = 0.02  # of the probe's answer share: half the recipe's pooled gain over the start (+0.042, step 2)
 # what the arms may differ in: the switch, and the fields that name a profile
@@ -78,22 +82,33 @@ def recipe_profile(cfg: Profile) -> Profile:
 
 
 def recipe_arm(cfg: Profile, start: str, rows: Sequence[dict]) -> dict[str, pd.DataFrame]:
-    """The recipe arm's items (START and each seed), as its own `evidence_seeds` run wrote them in this clone, each
-    checked by its key: the start's under the recipe's settings with this profile's start policy `start` (the two
-    warm-ups must be the same weights), each seed's with the recipe's exported extractor, all on `rows`."""
+    """The recipe arm's items (START and each seed) on `rows`: as its own `evidence_seeds` run wrote them in this
+    clone, each checked by its key (the start's under the recipe's settings with this profile's start policy `start`:
+    the two warm-ups must be the same weights; each seed's with the recipe's exported extractor); else, when that
+    run is not in this clone, its record in git (`evidence_record.recorded_items`, checked the same way)."""
     recipe = recipe_profile(cfg)
     policies = {START: start} | {seed_name(s): str(seed_run(recipe, s).extractor) for s in recipe.evidence.seeds}
-    items = {}
-    for name, policy in policies.items():
-        path = scores_path(recipe, name)
-        found = scored_items(recipe, name, score_key(recipe, policy, rows)) if path.exists() else None
-        if found is None:
-            raise FileNotFoundError(
-                f"{path}: no scores of the recipe arm's {name} for this start policy and these questions; run "
-                f"`dvc exp run -S profile={recipe.name} evidence_seeds` in this clone first (the arms must share "
-                f"the warm-up's weights and the held-out questions)")
-        items[name] = found
-    return items
+    items = {name: scored_items(recipe, name, score_key(recipe, policy, rows))
+             if scores_path(recipe, name).exists() else None for name, policy in policies.items()}
+    missing = [name for name, found in items.items() if found is None]
+    if not missing:
+        return items
+    recorded = evidence_record.recorded_items(recipe, start, rows)
+    if recorded is None:
+        raise FileNotFoundError(
+            f"{scores_path(recipe, missing[0])}: no scores of the recipe arm's {missing[0]} for this start policy and "
+            f"these questions, and no record of the arm in {evidence_record.record_dir(recipe.name)}; run `dvc exp "
+            f"run -S profile={recipe.name} evidence_seeds` in this clone first (the arms must share the warm-up's "
+            f"weights and the held-out questions)")
+    return recorded
+
+
+def recipe_logs(cfg: Profile) -> dict[str, pd.DataFrame]:
+    """Each seed's GRPO log of the recipe arm, by seed name: from its run in this clone, else from its record."""
+    recipe = recipe_profile(cfg)
+    runs = {seed_name(s): seed_run(recipe, s).train_log for s in recipe.evidence.seeds}
+    paths = runs if all(path.exists() for path in runs.values()) else evidence_record.recorded_logs(recipe)
+    return {name: read_log(path) for name, path in paths.items()}
 
 
 def _arms(study: SeedsStudy) -> tuple[list[str], dict[str, pd.DataFrame], dict[str, pd.DataFrame]]:
@@ -201,6 +216,29 @@ def placebo_verdict(primary: pd.DataFrame, smallest_effect: float = SMALLEST_EFF
             "ci_low": float(pooled["ci_low"]), "ci_high": float(pooled["ci_high"]),
             "p_value": float(pooled["p_value"]), "positive_seeds": int(pooled["positive_seeds"]),
             "seed_level_p": float(pooled["seed_level_p"])}
+
+
+MANIPULATION_COLUMNS = ("group_reward_std", "std_clip_frac")
+
+
+def manipulation_table(logs: dict[str, dict[str, pd.DataFrame]]) -> pd.DataFrame:
+    """The manipulation check of step 3's plan: for each arm (`logs`: arm -> seed name -> GRPO log), each seed's
+    mean over its steps of the groups' reward spread before Eq. 7's floor (`group_reward_std`) and of the share of
+    groups floored at ε_std (`std_clip_frac`), then the arm's mean over its seeds (seed "mean")."""
+    rows = []
+    for arm, by_seed in logs.items():
+        seeds = [{"arm": arm, "seed": name, "steps": len(log),
+                  **{column: float(log[column].mean()) for column in MANIPULATION_COLUMNS}}
+                 for name, log in by_seed.items()]
+        rows += seeds + [{"arm": arm, "seed": "mean", "steps": sum(row["steps"] for row in seeds),
+                          **{column: float(np.mean([row[column] for row in seeds])) for column in MANIPULATION_COLUMNS}}]
+    return pd.DataFrame(rows)
+
+
+def manipulation_check(cfg: Profile) -> pd.DataFrame:
+    """`manipulation_table` of a control profile's seeds beside its recipe arm's (`recipe_logs`)."""
+    placebo = {seed_name(s): read_log(seed_run(cfg, s).train_log) for s in cfg.evidence.seeds}
+    return manipulation_table({"recipe": recipe_logs(cfg), "placebo": placebo})
 
 
 def normal_detectable_difference(standard_error: float, alpha: float = ALPHA, power: float = 0.8) -> float:

@@ -142,7 +142,13 @@ def scores_path(cfg: Profile, name: str) -> Path:
 
 def score_key(cfg: Profile, policy: str, rows: Sequence[dict]) -> str:
     """What a policy's items depend on: its weights, the questions, the settings scoring reads and its code."""
-    return fingerprint({"policy": model_fingerprint(policy), "rows": [str(r["id"]) for r in rows],
+    return weights_score_key(cfg, model_fingerprint(policy), rows)
+
+
+def weights_score_key(cfg: Profile, weights: str, rows: Sequence[dict]) -> str:
+    """`score_key` of a policy whose weights have the fingerprint `weights` (`model_fingerprint`): a recorded arm's,
+    whose files are gone (repro.studies.evidence_record)."""
+    return fingerprint({"policy": weights, "rows": [str(r["id"]) for r in rows],
                         "code": scoring_code(),
                         "rewards": dataclasses.asdict(cfg.rewards), "seed": cfg.seed, "inference": cfg.models.inference,
                         "train": {k: getattr(cfg.train, k) for k in ("max_completion_length", "max_answer_length",
@@ -236,8 +242,9 @@ def record_study(cfg: Profile, out_dir: str | Path) -> dict:
 def run_seeds(cfg: Profile, progress: bool = True) -> SeedsStudy:
     """Train (or resume, or reuse) every seed of `evidence.seeds`, then score the starting policy and each seed's
     exported extractor on the held-out answerable questions. A control arm (`evidence.recipe_profile`) first checks
-    that its recipe arm ran in this clone from the same start (`repro.studies.evidence_placebo.recipe_arm`), reuses
-    the recipe's start scores, and carries the recipe arm's items in `recipe`."""
+    that its recipe arm ran from the same start, in this clone or as its record in git
+    (`repro.studies.evidence_placebo.recipe_arm`), reuses the recipe's start scores, and carries the recipe arm's
+    items in `recipe`."""
     from repro.studies.evidence_placebo import recipe_arm
     from repro.studies.heldout import heldout_rows
     from repro.train.grpo.run import train_extractor

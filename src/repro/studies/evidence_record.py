@@ -1,0 +1,158 @@
+"""An arm of the evidence experiment kept in git (issue #49; docs/cpu-evidence.md, amendment of 2026-12-02): each
+policy's held-out items as its `evidence_seeds` run scored them, each seed's GRPO log, and the fingerprint of the
+weights each items file was scored from. A control arm pairs with its recipe's record when the recipe's run is not in
+its clone: the machine that runs the experiment keeps no files between its sessions, and the two arms do not fit
+one. The records also let anyone recompute the verdicts from the per-item files.
+
+    write_record(cfg, rows)           # where `evidence_seeds` ran: data/measured/<profile>/evidence_seeds/
+    recorded_items(cfg, start, rows)  # the arm's items, each checked (`checked_scores`) before it is used
+    recorded_logs(cfg)                # each seed's train_log.jsonl, checked by its sha256
+
+A recorded items file is used only if its bytes have the recorded sha256 and its recorded key is the one this
+clone's scoring code, settings and questions give with the recorded weights (`evidence_seeds.weights_score_key`);
+the start's weights must also be those of this clone's start policy: both arms start from the same warm-up.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+import pandas as pd
+
+from repro.config import Profile
+from repro.io import InputError, atomic_dir, model_fingerprint, read_json_object, read_jsonl, write_json
+from repro.studies.evidence_seeds import (
+    ITEM_COLUMNS,
+    START,
+    STUDY,
+    scored_items,
+    scores_path,
+    scoring_code,
+    seed_name,
+    seed_run,
+    weights_score_key,
+)
+
+RECORDS = Path("data/measured")  # tracked in git, beside data/paper/ (the paper's numbers)
+MANIFEST = "manifest.json"
+
+
+def record_dir(profile: str) -> Path:
+    """data/measured/<profile>/evidence_seeds/: manifest.json, scores/<policy>.jsonl, logs/seed-<s>.jsonl."""
+    return RECORDS / profile / STUDY
+
+
+def file_sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def _commit() -> str:
+    """The commit of the clone the record is written in; '' outside git."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return ""
+
+
+def scored_policies(cfg: Profile) -> dict[str, str]:
+    """The policies `cfg`'s own `evidence_seeds` run scored, by name: the start (unless `cfg` is a control arm, which
+    reuses its recipe's start) and each seed's exported extractor."""
+    from repro.train.grpo.warmup import starting_policy
+
+    start = {} if cfg.evidence.recipe_profile else {START: starting_policy(cfg, progress=False)}
+    return start | {seed_name(s): str(seed_run(cfg, s).extractor) for s in cfg.evidence.seeds}
+
+
+def write_record(cfg: Profile, rows: Sequence[dict]) -> dict:
+    """Copy the items and GRPO logs of `cfg`'s finished `evidence_seeds` run into `record_dir` (an older record there
+    is replaced: git keeps it), with a manifest: per policy its weights' fingerprint, its key, its sha256 and its
+    number of questions; per seed its log's sha256 and steps; the scoring code's fingerprint (part of each key). Refuses a run whose items were not scored on `rows` with
+    this code and these settings."""
+    policies, logs, files = {}, {}, {}
+    for name, policy in scored_policies(cfg).items():
+        weights = model_fingerprint(policy)
+        key = weights_score_key(cfg, weights, rows)
+        if scored_items(cfg, name, key) is None:
+            raise FileNotFoundError(f"{scores_path(cfg, name)}: no scores of {name} for its weights, these questions "
+                                    f"and this code; run `dvc exp run -S profile={cfg.name} evidence_seeds` first")
+        path = scores_path(cfg, name)
+        policies[name] = {"weights": weights, "key": key, "sha256": file_sha256(path), "questions": len(rows)}
+        files[f"scores/{name}.jsonl"] = path
+    for seed in cfg.evidence.seeds:
+        path = seed_run(cfg, seed).train_log
+        logs[seed_name(seed)] = {"sha256": file_sha256(path), "steps": len(path.read_bytes().splitlines())}
+        files[f"logs/{seed_name(seed)}.jsonl"] = path
+    manifest = {"profile": cfg.name, "study": STUDY, "commit": _commit(), "scoring_code": scoring_code(),
+                "policies": policies, "logs": logs}
+    target = record_dir(cfg.name)
+    shutil.rmtree(target, ignore_errors=True)
+    with atomic_dir(target) as tmp:
+        for relative, source in files.items():
+            (tmp / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(source, tmp / relative)
+        write_json(tmp / MANIFEST, manifest)
+    return manifest
+
+
+def read_manifest(profile: str) -> dict | None:
+    """`profile`'s record manifest; None when it has no record."""
+    path = record_dir(profile) / MANIFEST
+    return read_json_object(path) if path.exists() else None
+
+
+def _checked(path: Path, entry: dict, where: str) -> Path:
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: {where} records it, but the file is missing")
+    if file_sha256(path) != entry.get("sha256"):
+        raise InputError(path, f"its sha256 is not {where}'s: the file was changed after it was recorded")
+    return path
+
+
+def checked_scores(cfg: Profile, name: str, rows: Sequence[dict]) -> Path:
+    """The recorded items file of policy `name`, refused (naming the file and the manifest's field) unless it has the
+    manifest's sha256 and the manifest's key is the one this clone computes for `rows` with the recorded weights."""
+    manifest_path = record_dir(cfg.name) / MANIFEST
+    entry = (read_manifest(cfg.name) or {}).get("policies", {}).get(name)
+    if entry is None:
+        raise InputError(manifest_path, f"policies.{name} is missing")
+    for field in ("weights", "key", "sha256"):
+        if field not in entry:
+            raise InputError(manifest_path, f"policies.{name}.{field} is missing")
+    path = _checked(record_dir(cfg.name) / "scores" / f"{name}.jsonl", entry, str(manifest_path))
+    if entry["key"] != weights_score_key(cfg, entry["weights"], rows):
+        raise InputError(manifest_path, f"policies.{name}.key is not this clone's key for these weights: the record "
+                         f"was scored on other questions, with other settings or other scoring code")
+    return path
+
+
+def recorded_items(cfg: Profile, start: str, rows: Sequence[dict]) -> dict[str, pd.DataFrame] | None:
+    """The recorded items of `cfg`'s arm, START first and then each seed, each `checked_scores`, the recorded start's
+    weights against this clone's start policy `start`; None when `cfg` has no record."""
+    manifest = read_manifest(cfg.name)
+    if manifest is None:
+        return None
+    weights = manifest.get("policies", {}).get(START, {}).get("weights")
+    if weights != model_fingerprint(start):
+        raise InputError(record_dir(cfg.name) / MANIFEST, f"policies.{START}.weights are not those of this clone's "
+                         f"start policy {start}: the two arms must start from the same warm-up")
+    names = [START, *(seed_name(s) for s in cfg.evidence.seeds)]
+    return {name: pd.DataFrame(list(read_jsonl(checked_scores(cfg, name, rows))), columns=ITEM_COLUMNS)
+            for name in names}
+
+
+def recorded_logs(cfg: Profile) -> dict[str, Path]:
+    """Each seed's recorded train_log.jsonl, by seed name, checked against the manifest's sha256."""
+    manifest_path = record_dir(cfg.name) / MANIFEST
+    logs = (read_manifest(cfg.name) or {}).get("logs", {})
+    paths = {}
+    for seed in cfg.evidence.seeds:
+        name = seed_name(seed)
+        if name not in logs:
+            raise InputError(manifest_path, f"logs.{name} is missing")
+        paths[name] = _checked(record_dir(cfg.name) / "logs" / f"{name}.jsonl", logs[name], str(manifest_path))
+    return paths
