@@ -179,10 +179,11 @@ def test_a_study_that_decides_its_own_question_gives_its_verdict_or_where_it_run
     out.mkdir()
     (out / "verdict.json").write_text(json.dumps(
         {"requested": True, "verdict": "inconclusive at n = 600", "reading": "measurement", "pairs": 600, "seeds": 3,
+         "heldout_questions": 200,
          "ar_difference": 0.028, "ci_low": 0.002, "ci_high": 0.056, "p_holm": 0.046, "detectable_difference": 0.038}))
     got = study_verdict(claim, tmp_path)
     assert got["our_verdict"] == "inconclusive at n = 600" and got["our_sources"] == "evidence_seeds/verdict.json"
-    assert "+2.8 points [+0.2, +5.6]" in got["our_detail"]
+    assert "+2.8 points [+0.2, +5.6] on 200 questions × 3 seeds" in got["our_detail"] and got["our_n"] == 200
 
 
 def test_the_claims_stage_depends_on_the_results_of_every_study_the_ledger_reads():

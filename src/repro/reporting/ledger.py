@@ -159,11 +159,12 @@ def study_verdict(claim: dict, run: str | Path) -> dict | None:
             return {"our_verdict": "not tested", "our_n": 0, "our_tests": 0, "our_sources": "",
                     "our_detail": f"not run at this profile: {stage} runs in the {runs_in} profile ({report})"}
         points = {k: 100 * verdict[k] for k in ("ar_difference", "ci_low", "ci_high", "detectable_difference")}
-        return {"our_verdict": verdict["verdict"], "our_n": verdict["pairs"], "our_tests": 1,
+        return {"our_verdict": verdict["verdict"], "our_n": verdict["heldout_questions"], "our_tests": 1,
                 "our_sources": f"{stage}/{name}",
                 "our_detail": f"{stage}, pre-registered in {report} ({verdict['reading']}): evidence answer recall "
                               f"trained − start {points['ar_difference']:+.1f} points [{points['ci_low']:+.1f}, "
-                              f"{points['ci_high']:+.1f}] over {verdict['seeds']} seeds, Holm p = "
+                              f"{points['ci_high']:+.1f}] on {verdict['heldout_questions']} questions × "
+                              f"{verdict['seeds']} seeds, Holm p = "
                               f"{verdict['p_holm']:.3g}; minimum detectable {points['detectable_difference']:.1f}"}
     return None
 
