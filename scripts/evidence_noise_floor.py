@@ -35,14 +35,12 @@ def main() -> None:
     from repro.io import write_json
     from repro.studies import evidence_seeds as es
     from repro.studies.heldout import heldout_rows
-    from repro.train.grpo.warmup import starting_policy
 
     cfg = load_profile(args.profile)
     if cfg.evidence is None:
         raise SystemExit(f"profile {cfg.name}: evidence is null; nothing was scored")
     rows = heldout_rows(cfg, cfg.evidence.heldout_questions, answerable=True)
-    policies = ({} if cfg.evidence.recipe_profile else {es.START: starting_policy(cfg, progress=False)}) | {
-        es.seed_name(s): str(es.seed_run(cfg, s).extractor) for s in cfg.evidence.seeds}
+    policies = es.scored_policies(cfg)
     names = args.policies or list(policies)
     unknown = sorted(set(names) - set(policies))
     if unknown:

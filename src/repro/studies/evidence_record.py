@@ -30,6 +30,7 @@ from repro.studies.evidence_seeds import (
     START,
     STUDY,
     scored_items,
+    scored_policies,
     scores_path,
     scoring_code,
     seed_name,
@@ -59,20 +60,11 @@ def _commit() -> str:
         return ""
 
 
-def scored_policies(cfg: Profile) -> dict[str, str]:
-    """The policies `cfg`'s own `evidence_seeds` run scored, by name: the start (unless `cfg` is a control arm, which
-    reuses its recipe's start) and each seed's exported extractor."""
-    from repro.train.grpo.warmup import starting_policy
-
-    start = {} if cfg.evidence.recipe_profile else {START: starting_policy(cfg, progress=False)}
-    return start | {seed_name(s): str(seed_run(cfg, s).extractor) for s in cfg.evidence.seeds}
-
-
 def write_record(cfg: Profile, rows: Sequence[dict]) -> dict:
     """Copy the items and GRPO logs of `cfg`'s finished `evidence_seeds` run into `record_dir` (an older record there
     is replaced: git keeps it), with a manifest: per policy its weights' fingerprint, its key, its sha256 and its
-    number of questions; per seed its log's sha256 and steps; the scoring code's fingerprint (part of each key). Refuses a run whose items were not scored on `rows` with
-    this code and these settings."""
+    number of questions; per seed its log's sha256 and steps; the scoring code's fingerprint (part of each key).
+    Refuses a run whose items were not scored on `rows` with this code and these settings."""
     policies, logs, files = {}, {}, {}
     for name, policy in scored_policies(cfg).items():
         weights = model_fingerprint(policy)

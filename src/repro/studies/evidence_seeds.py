@@ -73,6 +73,15 @@ def seed_run(cfg: Profile, seed: int) -> TrainRun:
     return TrainRun(layout.train_run_dir(cfg.name, f"{STUDY}/{seed_name(seed)}"))
 
 
+def scored_policies(cfg: Profile) -> dict[str, str]:
+    """The policies `cfg`'s own `evidence_seeds` run scores, by name: the start (unless `cfg` is a control arm, which
+    reuses its recipe's start) and each seed's exported extractor."""
+    from repro.train.grpo.warmup import starting_policy
+
+    start = {} if cfg.evidence.recipe_profile else {START: starting_policy(cfg, progress=False)}
+    return start | {seed_name(s): str(seed_run(cfg, s).extractor) for s in cfg.evidence.seeds}
+
+
 def gate_file(cfg: Profile) -> Path:
     """The gate's verdict (stage evidence_gate), which step 2 waits for."""
     return layout.results_dir(cfg.name, "evidence_gate") / "gate.json"
