@@ -192,7 +192,9 @@ class EvidenceConfig:
     of `seeds` (`train.seed`), from the one warm-up, each scored against the starting policy on `heldout_questions`
     answerable held-out dev questions (repro.studies.heldout). With `recipe_profile` the profile is a control arm
     (issue #49's placebo, repro.studies.evidence_placebo): its seeds are paired with that profile's, whose start
-    scores it reuses."""
+    scores it reuses when `recipe_start` is "same_weights" (the default: the two warm-ups must be the same weights)
+    and beside which it scores its own start when "rescored" (the recipe's record came from a CPU whose arithmetic
+    gave other weights; docs/cpu-evidence.md, amendment of 2026-12-02 evening, D245)."""
 
     gate_questions: int = dataclasses.field(
         default=64, metadata={"help": "answerable training questions of the gate (issue #31, D191)"})
@@ -208,6 +210,10 @@ class EvidenceConfig:
         default=None, metadata={"help": "a control arm's recipe (issue #49's placebo): the profile whose "
                                         "evidence_seeds run, in this clone, is paired seed by seed with this one's; "
                                         "None: none"})
+    recipe_start: typing.Literal["same_weights", "rescored"] = dataclasses.field(
+        default="same_weights", metadata={"help": "a control arm's start: 'same_weights' reuses the recipe's start "
+                                                  "scores and refuses other weights; 'rescored' scores this arm's own "
+                                                  "start and keeps the recipe's beside it (D245)"})
 
     def __post_init__(self):
         if self.gate_questions < 2 or not 0 < self.gate_min_contrast <= 1:

@@ -33,6 +33,7 @@ from repro.reporting import stats
 from repro.studies import evidence_record
 from repro.studies.evidence_seeds import (
     ALPHA,
+    SAME_START,
     START,
     SeedsStudy,
     score_key,
@@ -47,7 +48,7 @@ from repro.train.grpo.logs import read_log
 SMALLEST_EFFECT = 0.02  # of the probe's answer share: half the recipe's pooled gain over the start (+0.042, step 2)
 # what the arms may differ in: the switch, and the fields that name a profile
 ARM_SWITCH = ("rewards.design",)
-ARM_NAMES = ("name", "description", "evidence.recipe_profile")
+ARM_NAMES = ("name", "description", "evidence.recipe_profile", "evidence.recipe_start")
 ARM_SECTIONS = ("seed", "models", "rewards", "data", "retrieval", "train", "evidence")
 
 
@@ -93,7 +94,7 @@ def recipe_arm(cfg: Profile, start: str, rows: Sequence[dict]) -> dict[str, pd.D
     missing = [name for name, found in items.items() if found is None]
     if not missing:
         return items
-    recorded = evidence_record.recorded_items(recipe, start, rows)
+    recorded = evidence_record.recorded_items(recipe, start, rows, same_start=cfg.evidence.recipe_start == SAME_START)
     if recorded is None:
         raise FileNotFoundError(
             f"{scores_path(recipe, missing[0])}: no scores of the recipe arm's {missing[0]} for this start policy and "
@@ -191,6 +192,24 @@ def placebo_secondary(study: SeedsStudy, flags: pd.DataFrame, recipe_flags: pd.D
     if tested.any():
         table.loc[tested, "p_holm"] = stats.holm(table.loc[tested, "p_value"])[0]
     return table[["outcome", *table.columns.drop("outcome")]]
+
+
+def start_agreement(study: SeedsStudy, seed: int = 0) -> pd.DataFrame:
+    """The two arms' starts on the same questions, when the control scored its own (`evidence.recipe_start:
+    rescored`, D245): the share of questions whose greedy rollout is the same text, and the recipe's start − the
+    control's on evidence AR (exact McNemar) and on the probe's answer share (approximate randomization). The
+    starts differ only in the float rounding of their machines; this is how far that moves the outcomes."""
+    _arms(study)
+    recipe, placebo = study.recipe[START], study.items[START]
+    if recipe["id"].tolist() != placebo["id"].tolist():
+        raise ValueError("the arms' starts were scored on other questions")
+    same = (recipe["rollout"] == placebo["rollout"]).to_numpy(float)
+    rows = [{"outcome": "same greedy rollout", "questions": len(same), "recipe": float(same.mean()), "placebo": float("nan"),
+             "difference": float("nan")}]
+    for outcome, column, binary in (("evidence AR", "ar_evidence", True), ("probe answer share", "answer_share", False)):
+        rows.append({"outcome": outcome, **_paired_row(recipe[column].to_numpy(float),
+                                                       placebo[column].to_numpy(float), binary, seed)})
+    return pd.DataFrame(rows)
 
 
 def placebo_verdict(primary: pd.DataFrame, smallest_effect: float = SMALLEST_EFFECT, alpha: float = ALPHA) -> dict:

@@ -10,12 +10,15 @@ one. The records also let anyone recompute the verdicts from the per-item files.
 
 A recorded items file is used only if its bytes have the recorded sha256 and its recorded key is the one this
 clone's scoring code, settings and questions give with the recorded weights (`evidence_seeds.weights_score_key`);
-the start's weights must also be those of this clone's start policy: both arms start from the same warm-up.
+the start's weights must also be those of this clone's start policy (both arms start from the same warm-up), unless
+the control arm scores its own start beside the recorded one (`evidence.recipe_start: rescored`, D245). The manifest
+also names the machine that scored the arm (`machine`): its CPU and PyTorch's CPU kernels decide the float rounding.
 """
 
 from __future__ import annotations
 
 import hashlib
+import platform
 import shutil
 import subprocess
 from collections.abc import Sequence
@@ -60,10 +63,24 @@ def _commit() -> str:
         return ""
 
 
+def machine() -> dict:
+    """The CPU and PyTorch's CPU kernels of this machine: a record's weights and scores are byte-reproducible on
+    machines that agree here, not across them (D245)."""
+    import torch
+
+    cpuinfo = Path("/proc/cpuinfo")
+    lines = cpuinfo.read_text().splitlines() if cpuinfo.exists() else []
+    fields = {key.strip(): value.strip() for key, value in (line.split(":", 1) for line in lines if ":" in line)}
+    return {"cpu": fields.get("model name", platform.processor()), "torch": torch.__version__,
+            "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "bf16_flags": sorted(set(fields.get("flags", "").split()) & {"avx512_bf16", "amx_bf16", "avx_ne_convert"})}
+
+
 def write_record(cfg: Profile, rows: Sequence[dict]) -> dict:
     """Copy the items and GRPO logs of `cfg`'s finished `evidence_seeds` run into `record_dir` (an older record there
     is replaced: git keeps it), with a manifest: per policy its weights' fingerprint, its key, its sha256 and its
-    number of questions; per seed its log's sha256 and steps; the scoring code's fingerprint (part of each key).
+    number of questions; per seed its log's sha256 and steps; the scoring code's fingerprint (part of each key); the
+    machine (`machine`).
     Refuses a run whose items were not scored on `rows` with this code and these settings."""
     policies, logs, files = {}, {}, {}
     for name, policy in scored_policies(cfg).items():
@@ -79,8 +96,8 @@ def write_record(cfg: Profile, rows: Sequence[dict]) -> dict:
         path = seed_run(cfg, seed).train_log
         logs[seed_name(seed)] = {"sha256": file_sha256(path), "steps": len(path.read_bytes().splitlines())}
         files[f"logs/{seed_name(seed)}.jsonl"] = path
-    manifest = {"profile": cfg.name, "study": STUDY, "commit": _commit(), "scoring_code": scoring_code(),
-                "policies": policies, "logs": logs}
+    manifest = {"profile": cfg.name, "study": STUDY, "commit": _commit(), "machine": machine(),
+                "scoring_code": scoring_code(), "policies": policies, "logs": logs}
     target = record_dir(cfg.name)
     shutil.rmtree(target, ignore_errors=True)
     with atomic_dir(target) as tmp:
@@ -122,16 +139,19 @@ def checked_scores(cfg: Profile, name: str, rows: Sequence[dict]) -> Path:
     return path
 
 
-def recorded_items(cfg: Profile, start: str, rows: Sequence[dict]) -> dict[str, pd.DataFrame] | None:
-    """The recorded items of `cfg`'s arm, START first and then each seed, each `checked_scores`, the recorded start's
-    weights against this clone's start policy `start`; None when `cfg` has no record."""
+def recorded_items(cfg: Profile, start: str, rows: Sequence[dict], same_start: bool = True
+                   ) -> dict[str, pd.DataFrame] | None:
+    """The recorded items of `cfg`'s arm, START first and then each seed, each `checked_scores`; with `same_start`
+    the recorded start's weights must also be those of this clone's start policy `start`. None when `cfg` has no
+    record."""
     manifest = read_manifest(cfg.name)
     if manifest is None:
         return None
     weights = manifest.get("policies", {}).get(START, {}).get("weights")
-    if weights != model_fingerprint(start):
+    if same_start and weights != model_fingerprint(start):
         raise InputError(record_dir(cfg.name) / MANIFEST, f"policies.{START}.weights are not those of this clone's "
-                         f"start policy {start}: the two arms must start from the same warm-up")
+                         f"start policy {start}: the two arms must start from the same warm-up (a record from a CPU "
+                         f"whose arithmetic gives other weights pairs only with evidence.recipe_start: rescored)")
     names = [START, *(seed_name(s) for s in cfg.evidence.seeds)]
     return {name: pd.DataFrame(list(read_jsonl(checked_scores(cfg, name, rows))), columns=ITEM_COLUMNS)
             for name in names}

@@ -49,6 +49,7 @@ from repro.train.grpo.logs import TrainRun
 
 STUDY = "evidence_seeds"
 START = "start"
+SAME_START = "same_weights"  # evidence.recipe_start: a control arm reuses its recipe's start scores (D244)
 ALPHA = 0.05
 PLAN = {"questions": 200, "seeds": 3}  # below these, the numbers show the mechanics, not a measurement
 # the code a policy's scores depend on; named, not imported: a profile without the study loads no training stack
@@ -73,12 +74,18 @@ def seed_run(cfg: Profile, seed: int) -> TrainRun:
     return TrainRun(layout.train_run_dir(cfg.name, f"{STUDY}/{seed_name(seed)}"))
 
 
+def reuses_recipe_start(cfg: Profile) -> bool:
+    """Whether `cfg` is a control arm that takes its recipe's start scores as its own (same weights, D244) rather
+    than scoring its own start beside them (`evidence.recipe_start: rescored`, D245)."""
+    return bool(cfg.evidence.recipe_profile) and cfg.evidence.recipe_start == SAME_START
+
+
 def scored_policies(cfg: Profile) -> dict[str, str]:
-    """The policies `cfg`'s own `evidence_seeds` run scores, by name: the start (unless `cfg` is a control arm, which
+    """The policies `cfg`'s own `evidence_seeds` run scores, by name: the start (unless `cfg` is a control arm that
     reuses its recipe's start) and each seed's exported extractor."""
     from repro.train.grpo.warmup import starting_policy
 
-    start = {} if cfg.evidence.recipe_profile else {START: starting_policy(cfg, progress=False)}
+    start = {} if reuses_recipe_start(cfg) else {START: starting_policy(cfg, progress=False)}
     return start | {seed_name(s): str(seed_run(cfg, s).extractor) for s in cfg.evidence.seeds}
 
 
@@ -252,8 +259,8 @@ def run_seeds(cfg: Profile, progress: bool = True) -> SeedsStudy:
     """Train (or resume, or reuse) every seed of `evidence.seeds`, then score the starting policy and each seed's
     exported extractor on the held-out answerable questions. A control arm (`evidence.recipe_profile`) first checks
     that its recipe arm ran from the same start, in this clone or as its record in git
-    (`repro.studies.evidence_placebo.recipe_arm`), reuses the recipe's start scores, and carries the recipe arm's
-    items in `recipe`."""
+    (`repro.studies.evidence_placebo.recipe_arm`), reuses the recipe's start scores (or, with `evidence.recipe_start:
+    rescored`, scores its own beside them), and carries the recipe arm's items in `recipe`."""
     from repro.studies.evidence_placebo import recipe_arm
     from repro.studies.heldout import heldout_rows
     from repro.train.grpo.run import train_extractor
@@ -269,7 +276,8 @@ def run_seeds(cfg: Profile, progress: bool = True) -> SeedsStudy:
     policies = {START: start}
     for seed in evidence.seeds:
         policies[seed_name(seed)] = str(train_extractor(seed_profile(cfg, seed), seed_run(cfg, seed).root).extractor)
-    items = {name: recipe[START] if recipe and name == START else cached_items(cfg, name, policy, rows, progress)
+    items = {name: recipe[START] if name == START and reuses_recipe_start(cfg)
+             else cached_items(cfg, name, policy, rows, progress)
              for name, policy in policies.items()}
     return SeedsStudy(rows, policy_baselines(rows, cfg.seed), items, recipe)
 
