@@ -110,3 +110,22 @@ def test_the_detectable_difference_of_a_normal_estimate():
     assert ep.normal_detectable_difference(0.01) == pytest.approx(0.0280159, abs=1e-6)
     with pytest.raises(ValueError, match="standard_error > 0"):
         ep.normal_detectable_difference(0.0)
+
+
+def test_the_starts_agreement_by_hand():
+    """D245: the recipe's start against the control's own on the same questions: identical greedy rollouts, evidence
+    AR (exact McNemar) and the probe's share (approximate randomization, exact at 2^3 sign flips)."""
+    def start(rollouts, ar, share):
+        return pd.DataFrame({"id": ["q0", "q1", "q2"], "rollout": rollouts, "ar_evidence": ar, "answer_share": share})
+
+    recipe = {"start": start(["a", "b", "c"], [1.0, 0.0, 0.0], [0.3, 0.2, 0.1]), "seed-0": arm({"s": [0.0] * 3})["s"]}
+    placebo = {"start": start(["a", "x", "c"], [1.0, 1.0, 0.0], [0.3, 0.1, 0.1]), "seed-0": recipe["seed-0"]}
+    table = ep.start_agreement(es.SeedsStudy([], pd.DataFrame(), placebo, recipe)).set_index("outcome")
+    assert table.loc["same greedy rollout", "recipe"] == pytest.approx(2 / 3)
+    assert table.loc["evidence AR", "difference"] == pytest.approx(-1 / 3)
+    assert table.loc["evidence AR", "p_value"] == pytest.approx(1.0)  # one discordant pair
+    assert table.loc["probe answer share", "difference"] == pytest.approx(0.1 / 3)
+    assert table.loc["probe answer share", "p_value"] == pytest.approx(1.0)  # one nonzero difference: 2 of 2 flips
+    moved = placebo | {"start": placebo["start"].assign(id=["q0", "q1", "q9"])}
+    with pytest.raises(ValueError, match="starts were scored on other questions"):
+        ep.start_agreement(es.SeedsStudy([], pd.DataFrame(), moved, recipe))

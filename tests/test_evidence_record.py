@@ -62,6 +62,7 @@ def test_a_record_is_written_from_the_run_and_read_back_where_the_run_is_gone(ar
     assert read_json(directory / "manifest.json") == manifest
     assert list(manifest["policies"]) == ["start", "seed-0", "seed-1"] and manifest["logs"]["seed-1"]["steps"] == 2
     assert manifest["policies"]["seed-0"]["key"] == es.scores_path(arm, "seed-0").with_suffix(".key").read_text()
+    assert manifest["machine"] == er.machine() and manifest["machine"]["torch_cpu_capability"]
     for name in manifest["policies"]:
         assert (directory / "scores" / f"{name}.jsonl").read_bytes() == es.scores_path(arm, name).read_bytes()
     start = arm.models.extractor
@@ -79,8 +80,10 @@ def test_a_record_is_written_from_the_run_and_read_back_where_the_run_is_gone(ar
 def test_a_record_is_refused_unless_its_bytes_key_and_start_are_this_clones(arm, tmp_path):
     er.write_record(arm, ROWS)
     start = arm.models.extractor
+    other_start = _model(tmp_path / "other-start", "other")
     with pytest.raises(InputError, match=r"policies\.start\.weights are not those of this clone's start"):
-        er.recorded_items(arm, _model(tmp_path / "other-start", "other"), ROWS)
+        er.recorded_items(arm, other_start, ROWS)
+    assert list(er.recorded_items(arm, other_start, ROWS, same_start=False)) == ["start", "seed-0", "seed-1"]
     with pytest.raises(InputError, match=r"policies\.start\.key is not this clone's key"):
         er.recorded_items(arm, start, ROWS[:1])  # other questions
     with patch.object(es, "scoring_code", lambda: "changed"), pytest.raises(InputError, match="key is not"):
@@ -123,6 +126,27 @@ def test_the_placebo_pairs_with_the_recipes_record_where_the_recipes_run_is_gone
         shutil.rmtree(er.record_dir(arm.name))
         with pytest.raises(FileNotFoundError, match="no scores of the recipe arm's start .* and no record of the arm"):
             ep.recipe_arm(control, start, ROWS)
+
+
+def test_a_control_from_another_cpu_scores_its_own_start_beside_the_records(arm, tmp_path):
+    """D245: with `evidence.recipe_start: rescored` the record's start (other weights) is kept beside the control's
+    own, which the control scores; with the default the control reuses the recipe's start."""
+    control = dataclasses.replace(arm, name="ci-placebo",
+                                  rewards=dataclasses.replace(arm.rewards, design="eviomni_placebo"),
+                                  evidence=dataclasses.replace(arm.evidence, recipe_profile=arm.name))
+    rescored = dataclasses.replace(control, evidence=dataclasses.replace(control.evidence, recipe_start="rescored"))
+    assert not es.reuses_recipe_start(arm) and es.reuses_recipe_start(control)
+    assert not es.reuses_recipe_start(rescored) and ep.arm_differences(arm, rescored) == []
+    assert list(es.scored_policies(control)) == ["seed-0", "seed-1"]
+    assert list(es.scored_policies(rescored)) == ["start", "seed-0", "seed-1"]
+    er.write_record(arm, ROWS)
+    layout.train_run_dir(arm.name, "evidence_seeds").rename("gone")
+    own_start = _model(tmp_path / "this-cpu-start", "this cpu's rounding")
+    with patch.object(ep, "load_profile", lambda name: arm):
+        with pytest.raises(InputError, match="evidence.recipe_start: rescored"):
+            ep.recipe_arm(control, own_start, ROWS)
+        recipe = ep.recipe_arm(rescored, own_start, ROWS)
+    pd.testing.assert_frame_equal(recipe["start"], _items("start"), check_dtype=False)
 
 
 def test_the_manipulation_check_by_hand():
