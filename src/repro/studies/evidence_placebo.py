@@ -10,13 +10,16 @@ masked-answer reward? A placebo arm, paired seed by seed and question by questio
                                                 # to the shortcut: recipe − placebo; each policy against the shortcut
     placebo_verdict(primary)                    # attributable / not attributable / inconclusive, by the plan's rules
     manipulation_check(cfg)                     # each arm's group reward spread and ε_std floor over its steps
+    start_agreement(study)                      # the two starts, where the control scored its own (D245)
 
 The placebo arm is the recipe with one switch, `rewards.design: eviomni_placebo`: each GRPO group's answer terms
 λ1·R^ans are permuted among its rollouts before the advantages (`repro.formulas.rewards.placebo_final_rewards`), so
 the rewards keep their marginals and the advantages their scale, but carry no information about which rollout's
 evidence earned the answer reward. `arm_differences` holds the two profiles equal in everything else; the arms
 share the warm-up (the start policies' weights are compared through their scores' keys) and the GRPO seeds, so seed
-s of each arm samples its first step's rollouts alike.
+s of each arm samples its first step's rollouts alike. Where the recipe's record came from a CPU whose rounding gives
+other warm-up weights (`evidence.recipe_start: rescored`, D245), the control scores its own start and
+`start_agreement` measures how far the two starts' outcomes differ.
 """
 
 from __future__ import annotations
@@ -204,9 +207,10 @@ def start_agreement(study: SeedsStudy, seed: int = 0) -> pd.DataFrame:
     if recipe["id"].tolist() != placebo["id"].tolist():
         raise ValueError("the arms' starts were scored on other questions")
     same = (recipe["rollout"] == placebo["rollout"]).to_numpy(float)
-    rows = [{"outcome": "same greedy rollout", "questions": len(same), "recipe": float(same.mean()), "placebo": float("nan"),
-             "difference": float("nan")}]
-    for outcome, column, binary in (("evidence AR", "ar_evidence", True), ("probe answer share", "answer_share", False)):
+    rows = [{"outcome": "same greedy rollout", "questions": len(same), "recipe": float(same.mean()),
+             "placebo": float("nan"), "difference": float("nan")}]
+    for outcome, column, binary in (("evidence AR", "ar_evidence", True),
+                                    ("probe answer share", "answer_share", False)):
         rows.append({"outcome": outcome, **_paired_row(recipe[column].to_numpy(float),
                                                        placebo[column].to_numpy(float), binary, seed)})
     return pd.DataFrame(rows)
