@@ -10,6 +10,7 @@ import pytest
 
 from repro.config import ConfigError, load_profile
 from repro.studies import evidence_placebo as ep
+from repro.studies import evidence_record as er
 from repro.studies import evidence_seeds as es
 from repro.studies import evidence_shortcut as esc
 
@@ -26,6 +27,18 @@ def test_the_placebo_profile_is_the_recipe_with_one_switch():
         ep.recipe_profile(changed)
     with pytest.raises(ConfigError, match="recipe_profile must name another profile"):
         ep.recipe_profile(recipe)
+
+
+def test_the_paired_arms_share_one_start_the_recipes_recorded_adapter():
+    """D246: the paired recipe is cpu-evidence under its own name; its placebo merges the adapter the recipe's record
+    keeps, with the default `recipe_start` (the same weights, checked by fingerprint)."""
+    recipe, placebo = load_profile("cpu-evidence-paired"), load_profile("cpu-evidence-paired-placebo")
+    original = load_profile("cpu-evidence")
+    assert dataclasses.replace(original, name=recipe.name, description=recipe.description) == recipe
+    assert ep.recipe_profile(placebo).name == "cpu-evidence-paired" and placebo.rewards.design == "eviomni_placebo"
+    assert es.reuses_recipe_start(placebo) and recipe.train.format_warmup.adapter is None
+    assert placebo.train.format_warmup.adapter == str(er.record_dir(recipe.name) / er.ADAPTER)
+    assert dataclasses.replace(placebo.train.format_warmup, adapter=None) == recipe.train.format_warmup
 
 
 def arm(values: dict[str, list[float]], column: str = "answer_share") -> dict[str, pd.DataFrame]:

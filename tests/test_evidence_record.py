@@ -21,6 +21,7 @@ from repro.studies import evidence_seeds as es
 
 ROOT = Path(__file__).resolve().parents[1]
 ROWS = [{"id": "q1"}, {"id": "q2"}]
+CI_WARMUP = load_profile("ci").train.format_warmup  # read before a test moves into its directory
 
 
 def _model(path, name):
@@ -149,6 +150,31 @@ def test_a_control_from_another_cpu_scores_its_own_start_beside_the_records(arm,
     pd.testing.assert_frame_equal(recipe["start"], _items("start"), check_dtype=False)
 
 
+def test_an_arm_that_fitted_its_warm_up_records_the_adapter_a_control_on_another_cpu_merges(arm):
+    """D246: the record keeps the warm-up's adapter (with each file's sha256); a control arm that takes it
+    (`train.format_warmup.adapter`) differs from the recipe in no setting and names it as its start's source."""
+    fitted = dataclasses.replace(arm, train=dataclasses.replace(arm.train, format_warmup=CI_WARMUP))
+    adapter = layout.warmup_dir(fitted.name) / er.ADAPTER
+    for name in er.ADAPTER_FILES:
+        write_text(adapter / name, f"{name} of the warm-up")
+    with patch("repro.train.grpo.warmup.starting_policy", lambda cfg, progress: cfg.models.extractor):
+        manifest = er.write_record(fitted, ROWS)
+    recorded = er.record_dir(fitted.name) / er.ADAPTER
+    assert manifest["adapter"] == {"source": None, "files": {name: er.file_sha256(adapter / name)
+                                                             for name in er.ADAPTER_FILES}}
+    for name in er.ADAPTER_FILES:
+        assert (recorded / name).read_bytes() == (adapter / name).read_bytes()
+
+    taken = dataclasses.replace(CI_WARMUP, adapter=str(recorded))
+    control = dataclasses.replace(fitted, name="ci-placebo", train=dataclasses.replace(fitted.train,
+                                                                                       format_warmup=taken),
+                                  rewards=dataclasses.replace(fitted.rewards, design="eviomni_placebo"),
+                                  evidence=dataclasses.replace(fitted.evidence, recipe_profile=fitted.name))
+    assert ep.arm_differences(fitted, control) == []
+    assert er.warmup_adapter(control) == (recorded, str(recorded))
+    assert er.warmup_adapter(arm) == (None, None)  # no warm-up: nothing to record
+
+
 def test_the_manipulation_check_by_hand():
     log = pd.DataFrame({"group_reward_std": [0.1, 0.3], "std_clip_frac": [0.0, 1.0]}, index=[1, 2])
     table = ep.manipulation_table({"recipe": {"seed-0": log, "seed-1": log * 2},
@@ -180,3 +206,8 @@ def test_the_records_in_git_are_intact():
             log = directory / "logs" / f"{name}.jsonl"
             assert er.file_sha256(log) == entry["sha256"], f"{log} changed after it was recorded"
             assert len(log.read_text(encoding="utf-8").splitlines()) == entry["steps"]
+        adapter = manifest.get("adapter")  # records before D246 have none
+        if adapter is not None:
+            source = ROOT / adapter["source"] if adapter["source"] else directory / er.ADAPTER
+            for name, sha256 in adapter["files"].items():
+                assert er.file_sha256(source / name) == sha256, f"{source / name} is not the adapter recorded"

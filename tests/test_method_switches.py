@@ -51,7 +51,7 @@ def test_every_profile_keeps_todays_readings_by_default():
         assert cfg.length_tuning is None, name
         # issue #31's recipe (D192) switches these on `cpu-evidence` only, and on its placebo arm (issue #49, D237)
         recipe = (cfg.train.require_answer_in_passages, cfg.train.selection_metric is None, cfg.rewards.answer_subset)
-        if name in ("cpu-evidence", "cpu-evidence-placebo"):
+        if name.startswith("cpu-evidence"):
             assert recipe == (True, True, ("evidence",))
         else:
             assert recipe == (False, False, ("rationale", "evidence", "full")), name

@@ -217,6 +217,17 @@ def test_format_warmup_merges_an_adapter_into_the_policy_and_is_reused(ci_cfg, t
     assert warm_up_policy(cfg, warmup_rows, tmp_path / "warmup", progress=False) == policy
     assert (policy / "model.safetensors").stat().st_mtime_ns == stamp  # the same configuration is reused
 
+    # D246: a control arm takes the recorded adapter and merges it into the same bytes, fitting nothing
+    recorded = dataclasses.replace(cfg.train.format_warmup, adapter=str(tmp_path / "warmup" / "adapter"))
+    control = dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, format_warmup=recorded))
+    rebuilt = warm_up_policy(control, [], tmp_path / "control", progress=False)
+    assert (rebuilt / "model.safetensors").read_bytes() == (policy / "model.safetensors").read_bytes()
+    assert sorted(p.name for p in (tmp_path / "control").iterdir()) == ["policy"]  # no examples, no fit
+    missing = dataclasses.replace(recorded, adapter=str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="train.format_warmup.adapter: .*nowhere/adapter_config.json"):
+        warm_up_policy(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, format_warmup=missing)), [],
+                       tmp_path / "missing", progress=False)
+
 
 def test_held_out_scoring_matches_dev_selection_and_skips_the_selection_questions(ci_cfg, tmp_path, tiny_llama_dir,
                                                                                  monkeypatch):

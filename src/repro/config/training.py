@@ -87,7 +87,8 @@ class FormatWarmupConfig(LoRASFTConfig):
     `targets`: format_only (a seeded random sentence, blind to the golden answers; D141) or string_inclusion (the
     sentence holding a golden answer and that answer: the supervision GRPO should learn; D142). `answers`, for
     format_only: the base model's own greedy answer after the target's extract (D189) or a span of the sentence
-    (D141)."""
+    (D141). `adapter`: a warm-up adapter recorded by another run, merged instead of fitting one (a control arm's
+    start on another CPU, D246)."""
 
     section: typing.ClassVar[str] = "train.format_warmup"
     targets: WarmupTargets = dataclasses.field(
@@ -101,6 +102,9 @@ class FormatWarmupConfig(LoRASFTConfig):
         default=32,
         metadata={"help": "a seeded subset (string_inclusion: of the questions whose passages hold an answer)"})
     max_length: int = dataclasses.field(default=1024, metadata={"help": "tokens per example; longer ones are dropped"})
+    adapter: str | None = dataclasses.field(
+        default=None, metadata={"help": "a recorded warm-up adapter directory (adapter_config.json, "
+                                        "adapter_model.safetensors) merged instead of fitting one; None: fit (D246)"})
 
 
 @dataclasses.dataclass(frozen=True)

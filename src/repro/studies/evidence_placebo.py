@@ -51,7 +51,7 @@ from repro.train.grpo.logs import read_log
 SMALLEST_EFFECT = 0.02  # of the probe's answer share: half the recipe's pooled gain over the start (+0.042, step 2)
 # what the arms may differ in: the switch, and the fields that name a profile
 ARM_SWITCH = ("rewards.design",)
-ARM_NAMES = ("name", "description", "evidence.recipe_profile", "evidence.recipe_start")
+ARM_NAMES = ("name", "description", "evidence.recipe_profile", "evidence.recipe_start", "train.format_warmup.adapter")
 ARM_SECTIONS = ("seed", "models", "rewards", "data", "retrieval", "train", "evidence")
 
 

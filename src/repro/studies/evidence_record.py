@@ -12,7 +12,9 @@ A recorded items file is used only if its bytes have the recorded sha256 and its
 clone's scoring code, settings and questions give with the recorded weights (`evidence_seeds.weights_score_key`);
 the start's weights must also be those of this clone's start policy (both arms start from the same warm-up), unless
 the control arm scores its own start beside the recorded one (`evidence.recipe_start: rescored`, D245). The manifest
-also names the machine that scored the arm (`machine`): its CPU and PyTorch's CPU kernels decide the float rounding.
+also names the machine that scored the arm (`machine`): its CPU and PyTorch's CPU kernels decide the float rounding
+of training, so a control arm on another CPU takes the recorded warm-up adapter (`adapter/`) and merges it exactly
+into the recipe's start (`train.format_warmup.adapter`, D246).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from pathlib import Path
 import pandas as pd
 
 from repro.config import Profile
+from repro.data import layout
 from repro.io import InputError, atomic_dir, model_fingerprint, read_json_object, read_jsonl, write_json
 from repro.studies.evidence_seeds import (
     ITEM_COLUMNS,
@@ -43,10 +46,13 @@ from repro.studies.evidence_seeds import (
 
 RECORDS = Path("data/measured")  # tracked in git, beside data/paper/ (the paper's numbers)
 MANIFEST = "manifest.json"
+ADAPTER = "adapter"  # the warm-up's LoRA adapter, as repro.train.lora.runner writes it
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
 
 
 def record_dir(profile: str) -> Path:
-    """data/measured/<profile>/evidence_seeds/: manifest.json, scores/<policy>.jsonl, logs/seed-<s>.jsonl."""
+    """data/measured/<profile>/evidence_seeds/: manifest.json, scores/<policy>.jsonl, logs/seed-<s>.jsonl and, when
+    the arm fitted its warm-up, adapter/."""
     return RECORDS / profile / STUDY
 
 
@@ -76,11 +82,23 @@ def machine() -> dict:
             "bf16_flags": sorted(set(fields.get("flags", "").split()) & {"avx512_bf16", "amx_bf16", "avx_ne_convert"})}
 
 
+def warmup_adapter(cfg: Profile) -> tuple[Path | None, str | None]:
+    """The LoRA adapter `cfg`'s start was merged from and, when it was not fitted in this run, the recorded adapter
+    it was taken from (`train.format_warmup.adapter`); (None, None) without a warm-up."""
+    warmup = cfg.train.format_warmup
+    if warmup is None:
+        return None, None
+    if warmup.adapter is not None:
+        return Path(warmup.adapter), warmup.adapter
+    return layout.warmup_dir(cfg.name) / ADAPTER, None
+
+
 def write_record(cfg: Profile, rows: Sequence[dict]) -> dict:
     """Copy the items and GRPO logs of `cfg`'s finished `evidence_seeds` run into `record_dir` (an older record there
     is replaced: git keeps it), with a manifest: per policy its weights' fingerprint, its key, its sha256 and its
     number of questions; per seed its log's sha256 and steps; the scoring code's fingerprint (part of each key); the
-    machine (`machine`).
+    machine (`machine`); the warm-up adapter's files' sha256 (`warmup_adapter`), and the adapter itself when this
+    run fitted it: a control arm on another CPU merges it into the same start (`train.format_warmup.adapter`, D246).
     Refuses a run whose items were not scored on `rows` with this code and these settings."""
     policies, logs, files = {}, {}, {}
     for name, policy in scored_policies(cfg).items():
@@ -96,8 +114,13 @@ def write_record(cfg: Profile, rows: Sequence[dict]) -> dict:
         path = seed_run(cfg, seed).train_log
         logs[seed_name(seed)] = {"sha256": file_sha256(path), "steps": len(path.read_bytes().splitlines())}
         files[f"logs/{seed_name(seed)}.jsonl"] = path
+    adapter, source = warmup_adapter(cfg)
+    if adapter is not None and source is None:
+        files |= {f"{ADAPTER}/{name}": adapter / name for name in ADAPTER_FILES}
     manifest = {"profile": cfg.name, "study": STUDY, "commit": _commit(), "machine": machine(),
-                "scoring_code": scoring_code(), "policies": policies, "logs": logs}
+                "scoring_code": scoring_code(), "policies": policies, "logs": logs,
+                "adapter": None if adapter is None else {
+                    "source": source, "files": {name: file_sha256(adapter / name) for name in ADAPTER_FILES}}}
     target = record_dir(cfg.name)
     shutil.rmtree(target, ignore_errors=True)
     with atomic_dir(target) as tmp:

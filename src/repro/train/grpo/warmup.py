@@ -22,7 +22,9 @@ than it does; `answers: span` keeps D141's former answer, a random span of one t
 `targets: string_inclusion` keeps the former targets (the AR study's heuristic
 teacher: the first sentence holding a golden answer, and that answer) on the questions that have one (D142).
 The adapter is merged into a plain model directory, `policy/`, which GRPO samples from and keeps as its KL
-reference. The paper profiles set `format_warmup: null`: the policy is `models.extractor`, exactly as in the paper.
+reference, exactly (repro.generation.adapters.exactly_merged_model): its bytes depend on the adapter and base alone,
+so a control arm on another CPU rebuilds the same start from the recorded adapter (`format_warmup.adapter`, D246).
+The paper profiles set `format_warmup: null`: the policy is `models.extractor`, exactly as in the paper.
 
 The run directory holds the LoRA run of `repro.train.lora.runner.fit_in_run_dir` (checkpoints/, adapter/,
 run_config.json, train_log.jsonl), the merged `policy/`, and `policy.json` naming the starting policy (written for every
@@ -147,11 +149,27 @@ def warmup_examples(rows: list[dict], max_questions: int, seed: int, targets: Wa
             for row, prompt in zip(kept, prompts)]
 
 
+def recorded_adapter(cfg: Profile) -> Path:
+    """`train.format_warmup.adapter`, checked to hold an adapter."""
+    path = Path(cfg.train.format_warmup.adapter)
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        if not (path / name).is_file():
+            raise FileNotFoundError(f"params.yaml: profiles.{cfg.name}.train.format_warmup.adapter: {path / name} "
+                                    f"is missing (a recorded warm-up adapter is a directory holding {name})")
+    return path
+
+
 def warm_up_policy(cfg: Profile, rows: list[dict], root: Path, progress: bool = True) -> Path:
-    """Fine-tune (or reuse, or resume) the format warm-up of `cfg` on contexts `rows` in `root`; returns the merged
-    policy directory."""
+    """Fine-tune (or reuse, or resume) the format warm-up of `cfg` on contexts `rows` in `root`, or take the recorded
+    adapter `train.format_warmup.adapter`; returns the policy directory it is merged into, exactly (the same bytes on
+    every CPU, D246)."""
     warmup = cfg.train.format_warmup
     base = resolve(cfg.models.extractor, cfg.name)
+    policy = root / "policy"
+    if warmup.adapter is not None:
+        if not (policy / "model.safetensors").exists():
+            merge_adapter(base, recorded_adapter(cfg), policy, cfg.models.dtype, exact=True)
+        return policy
     answers = None
     if warmup.targets == "format_only" and warmup.answers == "model":
         answers = functools.partial(model_answers, base, dtype=cfg.models.inference,
@@ -165,9 +183,8 @@ def warm_up_policy(cfg: Profile, rows: list[dict], root: Path, progress: bool = 
               "seed": cfg.seed, "dataset": cfg.train.dataset, "format_warmup": dataclasses.asdict(warmup),
               "examples": fingerprint(examples), "n_examples": len(examples), "dropped_too_long": dropped}
     adapter = fit_lora_sft(base, examples, sft_args(cfg, warmup, root / "checkpoints", progress), warmup, root, config)
-    policy = root / "policy"
     if not (policy / "model.safetensors").exists():
-        merge_adapter(base, adapter, policy, cfg.models.dtype)
+        merge_adapter(base, adapter, policy, cfg.models.dtype, exact=True)
     return policy
 
 
