@@ -14,7 +14,7 @@ import pytest
 
 from repro.config import EvidenceConfig, load_profile
 from repro.data import layout
-from repro.io import InputError, read_json, write_json, write_jsonl, write_text
+from repro.io import InputError, read_json, read_parted, write_json, write_jsonl, write_text
 from repro.studies import evidence_placebo as ep
 from repro.studies import evidence_record as er
 from repro.studies import evidence_seeds as es
@@ -162,8 +162,10 @@ def test_an_arm_that_fitted_its_warm_up_records_the_adapter_a_control_on_another
     recorded = er.record_dir(fitted.name) / er.ADAPTER
     assert manifest["adapter"] == {"source": None, "files": {name: er.file_sha256(adapter / name)
                                                              for name in er.ADAPTER_FILES}}
+    assert not (recorded / er.ADAPTER_WEIGHTS).exists()  # in parts: the repository tracks no file over 2 MiB
+    assert er.adapter_sha256(recorded) == manifest["adapter"]["files"]
     for name in er.ADAPTER_FILES:
-        assert (recorded / name).read_bytes() == (adapter / name).read_bytes()
+        assert read_parted(recorded / name) == (adapter / name).read_bytes()
 
     taken = dataclasses.replace(CI_WARMUP, adapter=str(recorded))
     control = dataclasses.replace(fitted, name="ci-placebo", train=dataclasses.replace(fitted.train,
@@ -209,5 +211,4 @@ def test_the_records_in_git_are_intact():
         adapter = manifest.get("adapter")  # records before D246 have none
         if adapter is not None:
             source = ROOT / adapter["source"] if adapter["source"] else directory / er.ADAPTER
-            for name, sha256 in adapter["files"].items():
-                assert er.file_sha256(source / name) == sha256, f"{source / name} is not the adapter recorded"
+            assert er.adapter_sha256(source) == adapter["files"], f"{source} is not the adapter recorded"

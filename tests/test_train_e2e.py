@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 import os
+import shutil
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ from repro.config import load_profile, with_overrides
 from repro.data import layout
 from repro.data.splits import sample_rows
 from repro.formulas import prompts, rewards
-from repro.io import write_jsonl
+from repro.io import write_jsonl, write_parts
 from repro.studies.heldout import compare_policies, heldout_rows, score_policy
 from repro.studies.recall_check import warmup_recall_check
 from repro.train.grpo import TrainRun, fit, read_log, train_extractor
@@ -223,6 +224,16 @@ def test_format_warmup_merges_an_adapter_into_the_policy_and_is_reused(ci_cfg, t
     rebuilt = warm_up_policy(control, [], tmp_path / "control", progress=False)
     assert (rebuilt / "model.safetensors").read_bytes() == (policy / "model.safetensors").read_bytes()
     assert sorted(p.name for p in (tmp_path / "control").iterdir()) == ["policy"]  # no examples, no fit
+    in_parts = tmp_path / "recorded"  # as the record in git keeps it (repro.io.write_parts)
+    in_parts.mkdir()
+    shutil.copyfile(tmp_path / "warmup" / "adapter" / "adapter_config.json", in_parts / "adapter_config.json")
+    write_parts(tmp_path / "warmup" / "adapter" / "adapter_model.safetensors", in_parts / "adapter_model.safetensors",
+                part_bytes=2**16)
+    parted = dataclasses.replace(cfg.train.format_warmup, adapter=str(in_parts))
+    rebuilt = warm_up_policy(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, format_warmup=parted)), [],
+                             tmp_path / "from-parts", progress=False)
+    assert (rebuilt / "model.safetensors").read_bytes() == (policy / "model.safetensors").read_bytes()
+    assert sorted(p.name for p in (tmp_path / "from-parts").iterdir()) == ["policy"]  # the joined copy is gone
     missing = dataclasses.replace(recorded, adapter=str(tmp_path / "nowhere"))
     with pytest.raises(FileNotFoundError, match="train.format_warmup.adapter: .*nowhere/adapter_config.json"):
         warm_up_policy(dataclasses.replace(cfg, train=dataclasses.replace(cfg.train, format_warmup=missing)), [],

@@ -4,7 +4,8 @@ Every artefact of the pipeline is written through these helpers: the content goe
 the destination directory and is renamed into place, so an interrupted stage never leaves a truncated file
 that a later stage (or DVC) would take for a finished one. `fingerprint` (a configuration) and
 `model_fingerprint` (a model directory's files) key every resumable run and cached result. A file appended to
-in place is `detach`ed first, so that a write never reaches DVC's cache through a link.
+in place is `detach`ed first, so that a write never reaches DVC's cache through a link. A binary kept in git is
+written in parts (`write_parts`, read back whole by `read_parted`): the repository tracks no file over 2 MiB.
 """
 
 from __future__ import annotations
@@ -82,6 +83,58 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
         os.rename(tmp, path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+PART_BYTES = 2**20  # a part of a file kept in git (`write_parts`): the repository tracks no file over 2 MiB
+
+
+def parts_index(path: str | os.PathLike) -> Path:
+    """<path>.parts.json: the index of a file kept in parts, the whole file's sha256 and each part's name and sha256."""
+    path = Path(path)
+    return path.with_name(f"{path.name}.parts.json")
+
+
+def write_parts(source: str | os.PathLike, path: str | os.PathLike, part_bytes: int = PART_BYTES) -> Path:
+    """Write the bytes of `source` as <path>.part-00, -01, ... of `part_bytes` each and their `parts_index`; returns
+    the index. `read_parted(path)` gives the bytes back."""
+    path, data = Path(path), Path(source).read_bytes()
+    parts = {}
+    for number, start in enumerate(range(0, max(len(data), 1), part_bytes)):
+        part = path.with_name(f"{path.name}.part-{number:02d}")
+        with atomic_path(part) as tmp:
+            tmp.write_bytes(data[start:start + part_bytes])
+        parts[part.name] = hashlib.sha256(data[start:start + part_bytes]).hexdigest()
+    write_json(parts_index(path), {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "parts": parts})
+    return parts_index(path)
+
+
+def read_parted(path: str | os.PathLike) -> bytes:
+    """The bytes of `path`, or, when it is kept in parts (`write_parts`), its parts joined, each part and the whole
+    checked against the index's sha256 (InputError naming the part or the index otherwise)."""
+    path = Path(path)
+    index = parts_index(path)
+    if path.exists() or not index.exists():
+        return path.read_bytes()
+    entry = read_json_object(index)
+    if not isinstance(entry.get("parts"), dict) or not entry["parts"]:
+        raise InputError(index, "lists no parts", field="parts")
+    chunks = []
+    for name, sha256 in entry["parts"].items():
+        part = path.with_name(name)
+        if not part.exists():
+            raise FileNotFoundError(f"{part}: {index} lists it, but the part is missing")
+        chunks.append(part.read_bytes())
+        if hashlib.sha256(chunks[-1]).hexdigest() != sha256:
+            raise InputError(part, f"its sha256 is not the one {index} records: the part was changed or damaged")
+    data = b"".join(chunks)
+    if hashlib.sha256(data).hexdigest() != entry.get("sha256"):
+        raise InputError(index, "the joined parts do not have the whole file's sha256", field="sha256")
+    return data
 
 
 def detach(path: str | os.PathLike) -> None:

@@ -30,7 +30,17 @@ import pandas as pd
 
 from repro.config import Profile
 from repro.data import layout
-from repro.io import InputError, atomic_dir, model_fingerprint, read_json_object, read_jsonl, write_json
+from repro.io import (
+    InputError,
+    atomic_dir,
+    file_sha256,
+    model_fingerprint,
+    read_json_object,
+    read_jsonl,
+    read_parted,
+    write_json,
+    write_parts,
+)
 from repro.studies.evidence_seeds import (
     ITEM_COLUMNS,
     START,
@@ -43,22 +53,23 @@ from repro.studies.evidence_seeds import (
     seed_run,
     weights_score_key,
 )
+from repro.train.grpo.warmup import ADAPTER_FILES
 
 RECORDS = Path("data/measured")  # tracked in git, beside data/paper/ (the paper's numbers)
 MANIFEST = "manifest.json"
 ADAPTER = "adapter"  # the warm-up's LoRA adapter, as repro.train.lora.runner writes it
-ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")
+ADAPTER_WEIGHTS = "adapter_model.safetensors"  # recorded in parts (`repro.io.write_parts`): 7.4 MB at r = 16, float32
 
 
 def record_dir(profile: str) -> Path:
     """data/measured/<profile>/evidence_seeds/: manifest.json, scores/<policy>.jsonl, logs/seed-<s>.jsonl and, when
-    the arm fitted its warm-up, adapter/."""
+    the arm fitted its warm-up, adapter/ (its config, and its weights in parts: `ADAPTER_WEIGHTS`)."""
     return RECORDS / profile / STUDY
 
 
-def file_sha256(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+def adapter_sha256(adapter: Path) -> dict[str, str]:
+    """The sha256 of each of the adapter's ADAPTER_FILES, a file kept in parts read whole (`read_parted`)."""
+    return {name: hashlib.sha256(read_parted(adapter / name)).hexdigest() for name in ADAPTER_FILES}
 
 
 def _commit() -> str:
@@ -97,8 +108,9 @@ def write_record(cfg: Profile, rows: Sequence[dict]) -> dict:
     """Copy the items and GRPO logs of `cfg`'s finished `evidence_seeds` run into `record_dir` (an older record there
     is replaced: git keeps it), with a manifest: per policy its weights' fingerprint, its key, its sha256 and its
     number of questions; per seed its log's sha256 and steps; the scoring code's fingerprint (part of each key); the
-    machine (`machine`); the warm-up adapter's files' sha256 (`warmup_adapter`), and the adapter itself when this
-    run fitted it: a control arm on another CPU merges it into the same start (`train.format_warmup.adapter`, D246).
+    machine (`machine`); the warm-up adapter's files' sha256 (`warmup_adapter`, each file whole), and the adapter
+    itself when this run fitted it, its weights in parts (`repro.io.write_parts`): a control arm on another CPU merges
+    it into the same start (`train.format_warmup.adapter`, D246).
     Refuses a run whose items were not scored on `rows` with this code and these settings."""
     policies, logs, files = {}, {}, {}
     for name, policy in scored_policies(cfg).items():
@@ -115,18 +127,20 @@ def write_record(cfg: Profile, rows: Sequence[dict]) -> dict:
         logs[seed_name(seed)] = {"sha256": file_sha256(path), "steps": len(path.read_bytes().splitlines())}
         files[f"logs/{seed_name(seed)}.jsonl"] = path
     adapter, source = warmup_adapter(cfg)
-    if adapter is not None and source is None:
-        files |= {f"{ADAPTER}/{name}": adapter / name for name in ADAPTER_FILES}
+    copied = adapter is not None and source is None
+    if copied:
+        files[f"{ADAPTER}/adapter_config.json"] = adapter / "adapter_config.json"
     manifest = {"profile": cfg.name, "study": STUDY, "commit": _commit(), "machine": machine(),
                 "scoring_code": scoring_code(), "policies": policies, "logs": logs,
-                "adapter": None if adapter is None else {
-                    "source": source, "files": {name: file_sha256(adapter / name) for name in ADAPTER_FILES}}}
+                "adapter": None if adapter is None else {"source": source, "files": adapter_sha256(adapter)}}
     target = record_dir(cfg.name)
     shutil.rmtree(target, ignore_errors=True)
     with atomic_dir(target) as tmp:
         for relative, source in files.items():
             (tmp / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(source, tmp / relative)
+        if copied:
+            write_parts(adapter / ADAPTER_WEIGHTS, tmp / ADAPTER / ADAPTER_WEIGHTS)
         write_json(tmp / MANIFEST, manifest)
     return manifest
 

@@ -33,12 +33,14 @@ profile, so the pipeline stage has one output either way).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import re
 import string
+import tempfile
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from repro.assets import resolve
@@ -53,7 +55,7 @@ from repro.formulas.prompts import render_chat
 from repro.generation import GenerationParams, make_generator
 from repro.generation.adapters import merge_adapter
 from repro.generation.prompting import load_tokenizer
-from repro.io import fingerprint, model_fingerprint
+from repro.io import fingerprint, model_fingerprint, parts_index, read_parted
 from repro.train.grpo.data import extraction_prompt
 from repro.train.lora.runner import fit_lora_sft, fitting_examples, sft_args
 
@@ -149,14 +151,27 @@ def warmup_examples(rows: list[dict], max_questions: int, seed: int, targets: Wa
             for row, prompt in zip(kept, prompts)]
 
 
-def recorded_adapter(cfg: Profile) -> Path:
-    """`train.format_warmup.adapter`, checked to hold an adapter."""
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors")  # what a LoRA adapter is merged from
+
+
+@contextlib.contextmanager
+def recorded_adapter(cfg: Profile, scratch: Path) -> Iterator[Path]:
+    """`train.format_warmup.adapter`, checked to hold an adapter; a file of it kept in parts (the record in git,
+    `repro.io.write_parts`) is joined, checked, into a directory under `scratch` that lives while the context does."""
     path = Path(cfg.train.format_warmup.adapter)
-    for name in ("adapter_config.json", "adapter_model.safetensors"):
-        if not (path / name).is_file():
+    for name in ADAPTER_FILES:
+        if not (path / name).is_file() and not parts_index(path / name).is_file():
             raise FileNotFoundError(f"params.yaml: profiles.{cfg.name}.train.format_warmup.adapter: {path / name} "
-                                    f"is missing (a recorded warm-up adapter is a directory holding {name})")
-    return path
+                                    f"is missing (a recorded warm-up adapter is a directory holding {name}, whole or "
+                                    f"in parts)")
+    if all((path / name).is_file() for name in ADAPTER_FILES):
+        yield path
+        return
+    scratch.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="adapter.", dir=scratch) as joined:
+        for name in ADAPTER_FILES:
+            (Path(joined) / name).write_bytes(read_parted(path / name))
+        yield Path(joined)
 
 
 def warm_up_policy(cfg: Profile, rows: list[dict], root: Path, progress: bool = True) -> Path:
@@ -168,7 +183,8 @@ def warm_up_policy(cfg: Profile, rows: list[dict], root: Path, progress: bool = 
     policy = root / "policy"
     if warmup.adapter is not None:
         if not (policy / "model.safetensors").exists():
-            merge_adapter(base, recorded_adapter(cfg), policy, cfg.models.dtype, exact=True)
+            with recorded_adapter(cfg, root) as adapter:
+                merge_adapter(base, adapter, policy, cfg.models.dtype, exact=True)
         return policy
     answers = None
     if warmup.targets == "format_only" and warmup.answers == "model":
