@@ -105,10 +105,10 @@ def write_parts(source: str | os.PathLike, path: str | os.PathLike, part_bytes: 
     path, data = Path(path), Path(source).read_bytes()
     parts = {}
     for number, start in enumerate(range(0, max(len(data), 1), part_bytes)):
-        part = path.with_name(f"{path.name}.part-{number:02d}")
+        part, chunk = path.with_name(f"{path.name}.part-{number:02d}"), data[start:start + part_bytes]
         with atomic_path(part) as tmp:
-            tmp.write_bytes(data[start:start + part_bytes])
-        parts[part.name] = hashlib.sha256(data[start:start + part_bytes]).hexdigest()
+            tmp.write_bytes(chunk)
+        parts[part.name] = hashlib.sha256(chunk).hexdigest()
     write_json(parts_index(path), {"sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data), "parts": parts})
     return parts_index(path)
 

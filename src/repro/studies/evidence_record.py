@@ -129,7 +129,7 @@ def write_record(cfg: Profile, rows: Sequence[dict]) -> dict:
     adapter, source = warmup_adapter(cfg)
     copied = adapter is not None and source is None
     if copied:
-        files[f"{ADAPTER}/adapter_config.json"] = adapter / "adapter_config.json"
+        files |= {f"{ADAPTER}/{name}": adapter / name for name in ADAPTER_FILES if name != ADAPTER_WEIGHTS}
     manifest = {"profile": cfg.name, "study": STUDY, "commit": _commit(), "machine": machine(),
                 "scoring_code": scoring_code(), "policies": policies, "logs": logs,
                 "adapter": None if adapter is None else {"source": source, "files": adapter_sha256(adapter)}}
